@@ -1,0 +1,48 @@
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int h3t_failures, h3t_checks;
+
+int h3t_finish(void) {
+  printf("%d checks, %d failed\n", h3t_checks, h3t_failures);
+  return h3t_failures ? 1 : 0;
+}
+
+double h3t_rel_l2(const float *a, const float *b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = (double)a[i] - (double)b[i];
+    num += d * d;
+    den += (double)b[i] * (double)b[i];
+  }
+  if (den == 0) return num == 0 ? 0 : INFINITY;
+  return sqrt(num / den);
+}
+
+void h3t_fill_random(float *x, size_t n, uint64_t seed) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (size_t i = 0; i < n; i++) {
+    s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+    x[i] = (float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+  }
+}
+
+const char *h3t_tmpdir(void) {
+  static char buf[256];
+  snprintf(buf, sizeof buf, "/tmp/h3test.XXXXXX");
+  if (!mkdtemp(buf)) { perror("mkdtemp"); exit(2); }
+  return buf;
+}
+
+const char *h3t_source_dir(void) {
+  const char *s = getenv("H3_SOURCE_DIR");
+  return s ? s : ".";
+}
+
+const char *h3t_shared_dir(void) {
+  const char *s = getenv("H3_SHARED_DIR");
+  return s ? s : "../shared";
+}

@@ -1,0 +1,43 @@
+/* Minimal test harness: CHECK records failures and keeps going; main returns
+ * h3t_finish(), non-zero when anything failed. */
+#ifndef H3_TESTUTIL_H
+#define H3_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+extern int h3t_failures, h3t_checks;
+
+#define CHECK(cond)                                                              \
+  do {                                                                           \
+    h3t_checks++;                                                                \
+    if (!(cond)) {                                                               \
+      h3t_failures++;                                                            \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
+    }                                                                            \
+  } while (0)
+
+#define CHECK_MSG(cond, ...)                                                     \
+  do {                                                                           \
+    h3t_checks++;                                                                \
+    if (!(cond)) {                                                               \
+      h3t_failures++;                                                            \
+      fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);   \
+      fprintf(stderr, __VA_ARGS__);                                              \
+      fputc('\n', stderr);                                                       \
+    }                                                                            \
+  } while (0)
+
+int h3t_finish(void);
+/* ||a - b|| / ||b|| in double. */
+double h3t_rel_l2(const float *a, const float *b, size_t n);
+/* Deterministic uniform [-1, 1) floats. */
+void h3t_fill_random(float *x, size_t n, uint64_t seed);
+/* A fresh temporary directory (removed by the OS/tmp cleaner; path static per call). */
+const char *h3t_tmpdir(void);
+/* Environment helpers with defaults. */
+const char *h3t_source_dir(void);
+const char *h3t_shared_dir(void);
+
+#endif
