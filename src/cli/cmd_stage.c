@@ -1,0 +1,25 @@
+/* h3 stage NAME --model PATH --in IN.safetensors --out OUT.safetensors
+ * Dispatch table of the per-network stages (docs/STAGES.md). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const h3_cli_command k_stages[] = {
+    {"dit", "one DiT forward: packed latents + text states -> video/audio velocity", h3_stage_dit},
+};
+
+int h3_cmd_stage(int argc, char **argv) {
+  if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
+    FILE *f = argc < 1 ? stderr : stdout;
+    fprintf(f, "usage: h3 stage NAME --model PATH --in IN.safetensors --out OUT.safetensors [options]\n\nstages:\n");
+    for (size_t i = 0; i < sizeof k_stages / sizeof k_stages[0]; i++)
+      fprintf(f, "  %-14s %s\n", k_stages[i].name, k_stages[i].summary);
+    fprintf(f, "\nTensor names and shapes of every stage: docs/STAGES.md\n");
+    return argc < 1 ? 2 : 0;
+  }
+  for (size_t i = 0; i < sizeof k_stages / sizeof k_stages[0]; i++)
+    if (!strcmp(argv[0], k_stages[i].name)) return k_stages[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "h3: error: unknown stage '%s' (see h3 stage --help)\n", argv[0]);
+  return 2;
+}
