@@ -1,0 +1,148 @@
+/* h3 stage dit: one DiT forward on an explicit packed layout (docs/STAGES.md). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/cli_args.h"
+#include "core/log.h"
+#include "io/st_read.h"
+#include "model/dit.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: h3 stage dit --model PATH --in IN.safetensors --out OUT.safetensors [options]\n\n"
+          "One forward of the MiniMax-H3 transformer.  IN holds (diffusers argument names):\n"
+          "  hidden_states [1,Nv,P] f32, audio_hidden_states [1,Na,C] f32,\n"
+          "  encoder_hidden_states [1,Nt,text_dim] f32, timestep [K] f32,\n"
+          "  timestep_indices [S] i64, token_tags [S] i64, position_ids [S,3] f32,\n"
+          "  video_indices [Nv] i64, audio_indices [Na] i64, text_indices [Nt] i64.\n"
+          "OUT receives sample [1,Nv,P] and audio_sample [1,Na,C] (f32).\n\n"
+          "options:\n"
+          "  --model PATH         snapshot root, transformer folder, index.json or single file\n"
+          "  --variant fl2va|ref2va  which transformer of a snapshot (default fl2va: t2va + fl2va)\n"
+          "  --precision f32|bf16 f32: all activations f32 (default, exact); bf16: the released\n"
+          "                       mixed precision (bf16 body, fp32 patch/time/head islands)\n"
+          "  --threads N          CPU threads (default: all cores)\n"
+          "  -v, -q               more / less logging\n");
+}
+
+typedef struct inputs_owned {
+  float *hs, *ahs, *ehs, *ts, *pos;
+  int64_t *tidx, *tags, *vidx, *aidx, *xidx;
+} inputs_owned;
+
+static void free_inputs(inputs_owned *o) {
+  free(o->hs), free(o->ahs), free(o->ehs), free(o->ts), free(o->pos);
+  free(o->tidx), free(o->tags), free(o->vidx), free(o->aidx), free(o->xidx);
+}
+
+/* Read and shape-check the stage inputs against the config. */
+static h3_status read_inputs(const h3_st_set *s, const h3_dit_config *c, h3_dit_inputs *in, inputs_owned *o) {
+  h3_tensor t;
+  memset(in, 0, sizeof *in);
+  const int64_t P = h3_dit_patch_dim(c);
+  H3_TRY(h3_st_read_f32(s, "hidden_states", &o->hs, &t));
+  H3_TRY(h3_st_check_shape(s, "hidden_states", &t, 3, (int64_t[]){1, -1, P}));
+  in->n_video = t.shape[1];
+  H3_TRY(h3_st_read_f32(s, "audio_hidden_states", &o->ahs, &t));
+  H3_TRY(h3_st_check_shape(s, "audio_hidden_states", &t, 3, (int64_t[]){1, -1, c->audio_in_channels}));
+  in->n_audio = t.shape[1];
+  H3_TRY(h3_st_read_f32(s, "encoder_hidden_states", &o->ehs, &t));
+  H3_TRY(h3_st_check_shape(s, "encoder_hidden_states", &t, 3, (int64_t[]){1, -1, c->text_dim}));
+  in->n_text = t.shape[1];
+  H3_TRY(h3_st_read_f32(s, "timestep", &o->ts, &t));
+  H3_TRY(h3_st_check_shape(s, "timestep", &t, 1, (int64_t[]){-1}));
+  in->n_timesteps = t.shape[0];
+  H3_TRY(h3_st_read_f32(s, "position_ids", &o->pos, &t));
+  H3_TRY(h3_st_check_shape(s, "position_ids", &t, 2, (int64_t[]){-1, 3}));
+  in->seq_len = t.shape[0];
+  const int64_t S = in->seq_len;
+  H3_TRY(h3_st_read_i64(s, "timestep_indices", &o->tidx, &t));
+  H3_TRY(h3_st_check_shape(s, "timestep_indices", &t, 1, (int64_t[]){S}));
+  H3_TRY(h3_st_read_i64(s, "token_tags", &o->tags, &t));
+  H3_TRY(h3_st_check_shape(s, "token_tags", &t, 1, (int64_t[]){S}));
+  H3_TRY(h3_st_read_i64(s, "video_indices", &o->vidx, &t));
+  H3_TRY(h3_st_check_shape(s, "video_indices", &t, 1, (int64_t[]){in->n_video}));
+  H3_TRY(h3_st_read_i64(s, "audio_indices", &o->aidx, &t));
+  H3_TRY(h3_st_check_shape(s, "audio_indices", &t, 1, (int64_t[]){in->n_audio}));
+  H3_TRY(h3_st_read_i64(s, "text_indices", &o->xidx, &t));
+  H3_TRY(h3_st_check_shape(s, "text_indices", &t, 1, (int64_t[]){in->n_text}));
+  in->hidden_states = o->hs, in->audio_hidden_states = o->ahs, in->encoder_hidden_states = o->ehs;
+  in->timestep = o->ts, in->position_ids = o->pos, in->timestep_indices = o->tidx, in->token_tags = o->tags;
+  in->video_indices = o->vidx, in->audio_indices = o->aidx, in->text_indices = o->xidx;
+  return H3_OK;
+}
+
+int h3_stage_dit(int argc, char **argv) {
+  if (h3_wants_help(argc, argv)) {
+    usage(stdout);
+    return 0;
+  }
+  const char *model = NULL, *inp = NULL, *outp = NULL, *prec = "f32", *variant = "fl2va", *threads = NULL;
+  const char *verbose = NULL, *quiet = NULL;
+  const h3_opt opts[] = {
+      {"--model", "-m", true, &model},       {"--in", NULL, true, &inp},         {"--out", "-o", true, &outp},
+      {"--precision", NULL, true, &prec},    {"--variant", NULL, true, &variant}, {"--threads", NULL, true, &threads},
+      {"--verbose", "-v", false, &verbose},  {"--quiet", "-q", false, &quiet},
+  };
+  int rc = h3_parse_opts(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL);
+  if (rc) return rc;
+  if (!model || !inp || !outp) return h3_cli_usage_error("h3 stage dit needs --model, --in and --out");
+  if (verbose) h3_set_log_level(H3_LOG_DEBUG);
+  if (quiet) h3_set_log_level(H3_LOG_ERROR);
+  h3_precision pr;
+  if (!strcmp(prec, "f32")) pr = H3_PRECISION_F32;
+  else if (!strcmp(prec, "bf16")) pr = H3_PRECISION_BF16;
+  else return h3_cli_usage_error("--precision must be f32 or bf16, not '%s'", prec);
+  h3_dit_partition part;
+  if (!strcmp(variant, "fl2va") || !strcmp(variant, "t2va")) part = H3_PART_FL2VA;
+  else if (!strcmp(variant, "ref2va")) part = H3_PART_REF2VA;
+  else return h3_cli_usage_error("--variant must be fl2va or ref2va, not '%s'", variant);
+  if (threads) {
+    int n = atoi(threads);
+    if (n <= 0) return h3_cli_usage_error("--threads must be a positive integer");
+    setenv("H3_THREADS", threads, 1);
+  }
+
+  int ret = 1;
+  h3_dit_weights *w = NULL;
+  h3_st_set *in_set = NULL;
+  h3_backend *be = NULL;
+  h3_dit *dit = NULL;
+  inputs_owned own = {0};
+  float *vout = NULL, *aout = NULL;
+  h3_dit_inputs in;
+  if (h3_dit_weights_open(model, part, &w) != H3_OK) goto done;
+  H3_LOGI("transformer: %s, %lld layers, hidden %lld, %lld heads x %lld", h3_dit_convention_name(w->convention),
+          (long long)w->cfg.num_layers, (long long)w->cfg.hidden, (long long)w->cfg.num_heads,
+          (long long)w->cfg.head_dim);
+  if (h3_st_set_open(inp, &in_set) != H3_OK) goto done;
+  if (read_inputs(in_set, &w->cfg, &in, &own) != H3_OK) goto done;
+  if (h3_backend_cpu_create(&be) != H3_OK) goto done;
+  if (h3_dit_create(be, w, pr, &dit) != H3_OK) goto done;
+  const int64_t P = h3_dit_patch_dim(&w->cfg), A = w->cfg.audio_in_channels;
+  vout = malloc((size_t)(in.n_video * P + 1) * sizeof(float));
+  aout = malloc((size_t)(in.n_audio * A + 1) * sizeof(float));
+  if (!vout || !aout) {
+    h3_fail(H3_ERR_NOMEM, "output buffers");
+    goto done;
+  }
+  if (h3_dit_forward(dit, &in, vout, aout) != H3_OK) goto done;
+  int64_t vshape[3] = {1, in.n_video, P}, ashape[3] = {1, in.n_audio, A};
+  h3_st_write_item items[2] = {{"sample", h3_tensor_make(vout, H3_DT_F32, 3, vshape)},
+                               {"audio_sample", h3_tensor_make(aout, H3_DT_F32, 3, ashape)}};
+  const char *meta[] = {"producer", "h3 stage dit", "precision", prec};
+  if (h3_st_write(outp, items, 2, meta, 2) != H3_OK) goto done;
+  ret = 0;
+done:
+  if (ret) h3_cli_fail(NULL);
+  free(vout);
+  free(aout);
+  free_inputs(&own);
+  h3_dit_destroy(dit);
+  if (be) h3_backend_destroy(be);
+  h3_st_set_close(in_set);
+  h3_dit_weights_close(w);
+  return ret;
+}

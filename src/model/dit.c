@@ -1,0 +1,447 @@
+/* MiniMax-H3 DiT forward (spec dit.md §3), against the backend interface.
+ *
+ * Precision: in H3_PRECISION_BF16 the backend rounds to bf16 wherever the
+ * reference holds a bf16 tensor; the fp32 islands (patch projections, time
+ * embedder, curve AdaLN, output heads) run with rounding switched off, and the
+ * explicit casts of the reference (text states -> bf16, patch embeddings ->
+ * bf16, silu(e(t)) -> bf16) are explicit round_bf16 calls here. */
+#include "model/dit.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+
+struct h3_dit {
+  h3_backend *be;
+  const h3_dit_weights *w;
+  h3_precision prec;
+  void *mem;     /* backend buffer behind the arena */
+  size_t mem_cap;
+  h3_arena arena;
+};
+
+#define OPS (m->be->ops)
+
+h3_status h3_dit_create(h3_backend *be, const h3_dit_weights *w, h3_precision prec, h3_dit **out) {
+  h3_dit *m = calloc(1, sizeof *m);
+  if (!m) return h3_fail(H3_ERR_NOMEM, "DiT");
+  m->be = be;
+  m->w = w;
+  m->prec = prec;
+  *out = m;
+  return H3_OK;
+}
+
+void h3_dit_destroy(h3_dit *m) {
+  if (!m) return;
+  if (m->mem) m->be->ops->free(m->be, m->mem);
+  free(m);
+}
+
+h3_status h3_dit_check_inputs(const h3_dit_config *c, const h3_dit_inputs *in) {
+  const int64_t S = in->seq_len, K = in->n_timesteps;
+  if (S <= 0) return h3_fail(H3_ERR_INVALID, "empty packed sequence (seq_len = %lld)", (long long)S);
+  if (K <= 0) return h3_fail(H3_ERR_INVALID, "no timestep given");
+  if (in->n_text <= 0) return h3_fail(H3_ERR_INVALID, "no text rows (encoder_hidden_states is empty)");
+  if (in->n_video + in->n_audio + in->n_text > S)
+    return h3_fail(H3_ERR_INVALID, "video (%lld) + audio (%lld) + text (%lld) rows exceed seq_len %lld",
+                   (long long)in->n_video, (long long)in->n_audio, (long long)in->n_text, (long long)S);
+  for (int64_t k = 0; k < K; k++)
+    if (!(in->timestep[k] >= 0.0f && in->timestep[k] <= 1.0f))
+      return h3_fail(H3_ERR_INVALID, "timestep[%lld] = %g is outside [0, 1] (t = 1 - sigma, 1 = clean)",
+                     (long long)k, (double)in->timestep[k]);
+  for (int64_t r = 0; r < S; r++) {
+    if (in->timestep_indices[r] < 0 || in->timestep_indices[r] >= K)
+      return h3_fail(H3_ERR_INVALID, "timestep_indices[%lld] = %lld is outside [0, %lld)", (long long)r,
+                     (long long)in->timestep_indices[r], (long long)K);
+    if (in->token_tags[r] < 0 || in->token_tags[r] > 2)
+      return h3_fail(H3_ERR_INVALID, "token_tags[%lld] = %lld: tags are 0 video, 1 text, 2 audio", (long long)r,
+                     (long long)in->token_tags[r]);
+    for (int a = 0; a < 3; a++)
+      if (!isfinite(in->position_ids[3 * r + a]))
+        return h3_fail(H3_ERR_INVALID, "position_ids[%lld] is not finite", (long long)r);
+  }
+  /* Every row index in range and used by at most one input row. */
+  unsigned char *seen = calloc((size_t)S, 1);
+  if (!seen) return h3_fail(H3_ERR_NOMEM, "index check");
+  const struct {
+    const char *name;
+    const int64_t *idx;
+    int64_t n;
+  } sets[3] = {{"video_indices", in->video_indices, in->n_video},
+               {"audio_indices", in->audio_indices, in->n_audio},
+               {"text_indices", in->text_indices, in->n_text}};
+  h3_status s = H3_OK;
+  for (int k = 0; k < 3 && s == H3_OK; k++)
+    for (int64_t i = 0; i < sets[k].n; i++) {
+      int64_t r = sets[k].idx[i];
+      if (r < 0 || r >= S) {
+        s = h3_fail(H3_ERR_INVALID, "%s[%lld] = %lld is outside [0, %lld)", sets[k].name, (long long)i, (long long)r,
+                    (long long)S);
+        break;
+      }
+      if (seen[r]) {
+        s = h3_fail(H3_ERR_INVALID, "%s[%lld] = %lld: row already used by another input row", sets[k].name,
+                    (long long)i, (long long)r);
+        break;
+      }
+      seen[r] = 1;
+    }
+  free(seen);
+  (void)c;
+  return s;
+}
+
+/* ---- memory plan ---- */
+
+typedef struct plan {
+  int64_t S, Nv, Na, Nt, K, wide, mid;
+} plan;
+
+static plan make_plan(const h3_dit_config *c, int64_t S, int64_t Nv, int64_t Na, int64_t Nt, int64_t K) {
+  plan p = {S, Nv, Na, Nt, K, 0, 0};
+  const int64_t I = h3_dit_inner(c), F = c->ffn_dim;
+  p.wide = 3 * I > 2 * F ? 3 * I : 2 * F;
+  p.mid = I > F ? I : F;
+  return p;
+}
+
+#define F32B(n) h3_arena_round((size_t)(n) * 4)
+size_t h3_dit_arena_bytes(const h3_dit_config *c, int64_t S, int64_t Nv, int64_t Na, int64_t Nt, int64_t K) {
+  plan p = make_plan(c, S, Nv, Na, Nt, K);
+  const int64_t H = c->hidden, R = h3_dit_rot_dim(c), T = c->time_embed_dim;
+  int64_t th = c->time_hidden > c->freq_dim ? c->time_hidden : c->freq_dim;
+  size_t b = 0;
+  b += 4 * F32B(S * H);                 /* x, h, y, t2 */
+  b += F32B(S * p.wide) + F32B(S * p.mid);
+  b += 2 * F32B(S * R);                 /* cos, sin */
+  b += 2 * F32B(S) + F32B(Nv) + F32B(Na) + F32B(Nt); /* i32 index vectors */
+  b += F32B(Nv * h3_dit_patch_dim(c)) * 2 + F32B(Na * c->audio_in_channels) * 2 + F32B(Nt * c->text_dim);
+  b += F32B(K * th) * 2 + F32B(K * T) + F32B(K * 18 * H) + F32B(K * 2 * H);
+  return b + 64 * H3_ARENA_ALIGN;
+}
+
+/* ---- helpers ---- */
+
+static h3_status take(h3_dit *m, h3_dtype dt, int64_t rows, int64_t cols, h3_tensor *t) {
+  int64_t shape[2] = {rows, cols};
+  return h3_arena_tensor(&m->arena, dt, 2, shape, t);
+}
+
+static h3_status take_idx(h3_dit *m, int64_t n, h3_tensor *t) {
+  int64_t shape[1] = {n};
+  return h3_arena_tensor(&m->arena, H3_DT_I32, 1, shape, t);
+}
+
+static h3_tensor rows_of(const h3_tensor *t, int64_t n) { return h3_tensor_narrow(t, 0, 0, n); }
+static h3_tensor cols_of(const h3_tensor *t, int64_t c0, int64_t n) { return h3_tensor_narrow(t, 1, c0, n); }
+
+static h3_status upload_f32(h3_dit *m, h3_tensor *dst, const float *src) {
+  return OPS->upload(m->be, dst->data, src, h3_tensor_nbytes(dst));
+}
+
+static h3_status upload_i32(h3_dit *m, h3_tensor *dst, const int64_t *src, int64_t n, int64_t mul, const int64_t *add) {
+  int32_t *tmp = malloc((size_t)(n ? n : 1) * sizeof *tmp);
+  if (!tmp) return h3_fail(H3_ERR_NOMEM, "index upload");
+  for (int64_t i = 0; i < n; i++) tmp[i] = (int32_t)(src[i] * mul + (add ? add[i] : 0));
+  h3_status s = OPS->upload(m->be, dst->data, tmp, (size_t)n * sizeof *tmp);
+  free(tmp);
+  return s;
+}
+
+/* Linear of an fp32 island: never rounded to bf16. */
+static h3_status linear_f32(h3_dit *m, const h3_tensor *x, const h3_tensor *w, const h3_tensor *b, h3_tensor *y) {
+  bool saved = m->be->emulate_bf16;
+  m->be->emulate_bf16 = false;
+  h3_status s = OPS->linear(m->be, x, w, b, y);
+  m->be->emulate_bf16 = saved;
+  return s;
+}
+
+static h3_status silu_f32(h3_dit *m, h3_tensor *x) {
+  bool saved = m->be->emulate_bf16;
+  m->be->emulate_bf16 = false;
+  h3_status s = OPS->silu(m->be, x);
+  m->be->emulate_bf16 = saved;
+  return s;
+}
+
+static h3_status cast_bf16(h3_dit *m, h3_tensor *x) {
+  return m->prec == H3_PRECISION_BF16 ? OPS->round_bf16(m->be, x) : H3_OK;
+}
+
+/* qkv = h W_qkv^T (fused, or to_q/to_k/to_v into column thirds) */
+static h3_status qkv_proj(h3_dit *m, const h3_dit_block_weights *bw, const h3_tensor *h, h3_tensor *qkv) {
+  if (bw->n_qkv == 1) return OPS->linear(m->be, h, &bw->qkv[0], NULL, qkv);
+  int64_t I = bw->qkv[0].shape[0];
+  for (int i = 0; i < 3; i++) {
+    h3_tensor part = cols_of(qkv, i * I, I);
+    H3_TRY(OPS->linear(m->be, h, &bw->qkv[i], NULL, &part));
+  }
+  return H3_OK;
+}
+
+typedef struct scratch {
+  h3_tensor h, y, wide, mid;
+} scratch;
+
+/* Attention sub-layer output (before gate / residual) into sc->y rows. */
+static h3_status attn_sublayer(h3_dit *m, const h3_dit_block_weights *bw, int64_t n, const h3_tensor *h,
+                               const h3_tensor *cos, const h3_tensor *sin, scratch *sc) {
+  const h3_dit_config *c = &m->w->cfg;
+  const int64_t I = h3_dit_inner(c);
+  h3_tensor qkv = cols_of(&sc->wide, 0, 3 * I);
+  qkv = rows_of(&qkv, n);
+  H3_TRY(qkv_proj(m, bw, h, &qkv));
+  H3_TRY(OPS->qk_norm_rope(m->be, &qkv, &bw->qkv_layout, &bw->q_norm, &bw->k_norm, (float)c->qk_norm_eps, cos, sin));
+  h3_tensor o = rows_of(&sc->mid, n);
+  o = cols_of(&o, 0, I);
+  H3_TRY(OPS->attention(m->be, &qkv, &bw->qkv_layout, (float)(1.0 / sqrt((double)c->head_dim)), &o));
+  h3_tensor y = rows_of(&sc->y, n);
+  return OPS->linear(m->be, &o, &bw->out_proj, NULL, &y);
+}
+
+/* SwiGLU MLP output into sc->y rows. */
+static h3_status mlp_sublayer(h3_dit *m, const h3_dit_block_weights *bw, int64_t n, const h3_tensor *h, scratch *sc) {
+  const int64_t F = m->w->cfg.ffn_dim;
+  h3_tensor f = rows_of(&sc->wide, n);
+  f = cols_of(&f, 0, 2 * F);
+  H3_TRY(OPS->linear(m->be, h, &bw->fc1, NULL, &f));
+  h3_tensor g = rows_of(&sc->mid, n);
+  g = cols_of(&g, 0, F);
+  H3_TRY(OPS->swiglu(m->be, &f, bw->fc1_gate_col, bw->fc1_value_col, &g));
+  h3_tensor y = rows_of(&sc->y, n);
+  return OPS->linear(m->be, &g, &bw->fc2, NULL, &y);
+}
+
+/* Text path: condition_proj + token refiner (no RoPE, no modulation) + final norm, in place in `t`. */
+static h3_status text_path(h3_dit *m, h3_tensor *tin, h3_tensor *t, scratch *sc) {
+  const h3_dit_weights *w = m->w;
+  const h3_dit_config *c = &w->cfg;
+  const int64_t n = t->shape[0];
+  H3_TRY(cast_bf16(m, tin)); /* encoder_hidden_states.to(bf16) */
+  H3_TRY(OPS->linear(m->be, tin, &w->cond_w, &w->cond_b, t));
+  h3_tensor h = rows_of(&sc->h, n), y = rows_of(&sc->y, n);
+  for (int64_t j = 0; j < c->num_refiner_layers; j++) {
+    const h3_dit_block_weights *bw = &w->refiner[j];
+    H3_TRY(OPS->rmsnorm(m->be, t, &bw->norm1, (float)c->norm_eps, &h));
+    H3_TRY(attn_sublayer(m, bw, n, &h, NULL, NULL, sc));
+    H3_TRY(OPS->add(m->be, t, &y));
+    H3_TRY(OPS->rmsnorm(m->be, t, &bw->norm2, (float)c->norm_eps, &h));
+    H3_TRY(mlp_sublayer(m, bw, n, &h, sc));
+    H3_TRY(OPS->add(m->be, t, &y));
+  }
+  return OPS->rmsnorm(m->be, t, &w->refiner_norm, (float)c->final_norm_eps, t);
+}
+
+/* Sinusoidal timestep features (diffusers Timesteps, flip_sin_to_cos=True,
+ * downscale_freq_shift=0) in float32: [cos(t f_k) | sin(t f_k)]. */
+static void sinusoid(const float *t, int64_t K, int64_t dim, float *out) {
+  const int64_t half = dim / 2;
+  const float neg_log = (float)-log(10000.0);
+  for (int64_t k = 0; k < K; k++)
+    for (int64_t j = 0; j < half; j++) {
+      float ex = (neg_log * (float)j) / (float)half;
+      float f = expf(ex);
+      float a = t[k] * f;
+      out[k * dim + j] = cosf(a);
+      out[k * dim + half + j] = sinf(a);
+    }
+  if (dim % 2)
+    for (int64_t k = 0; k < K; k++) out[k * dim + dim - 1] = 0.0f;
+}
+
+/* Curve checkpoints: c(t) = lerp of adaln_t_table at p = clamp(t, 0, 1) * (G - 1). */
+static h3_status curve_features(const h3_dit_weights *w, const float *t, int64_t K, float *out) {
+  const int64_t G = w->cfg.curve_grid, W = w->cfg.time_embed_dim;
+  float *row0 = malloc((size_t)W * 2 * sizeof(float));
+  if (!row0) return h3_fail(H3_ERR_NOMEM, "curve table");
+  float *row1 = row0 + W;
+  for (int64_t k = 0; k < K; k++) {
+    float tc = t[k] < 0 ? 0 : t[k] > 1 ? 1 : t[k];
+    float p = tc * (float)(G - 1);
+    int64_t i0 = (int64_t)floorf(p);
+    if (i0 > G - 2) i0 = G - 2;
+    float frac = p - (float)i0;
+    const char *base = w->t_table.data;
+    size_t es = h3_dtype_size(w->t_table.dtype);
+    h3_convert_to_f32(row0, base + (size_t)(i0 * W) * es, w->t_table.dtype, (size_t)W);
+    h3_convert_to_f32(row1, base + (size_t)((i0 + 1) * W) * es, w->t_table.dtype, (size_t)W);
+    for (int64_t j = 0; j < W; j++) out[k * W + j] = row0[j] + frac * (row1[j] - row0[j]); /* torch.lerp, weight < 0.5 form */
+  }
+  free(row0);
+  return H3_OK;
+}
+
+/* RoPE tables [S, 6F]: angles (t | h | w) x inv_freq, duplicated; cos/sin in f32. */
+static void rope_tables(const h3_dit_weights *w, const float *pos, int64_t S, float *cosb, float *sinb) {
+  const int64_t F = w->cfg.rope_freq_dim, R = 6 * F;
+  for (int64_t r = 0; r < S; r++)
+    for (int a = 0; a < 3; a++)
+      for (int64_t k = 0; k < F; k++) {
+        float ang = pos[3 * r + a] * w->inv_freq[k];
+        float cv = cosf(ang), sv = sinf(ang);
+        int64_t j = a * F + k;
+        cosb[r * R + j] = cosb[r * R + 3 * F + j] = cv;
+        sinb[r * R + j] = sinb[r * R + 3 * F + j] = sv;
+      }
+}
+
+static h3_status ensure_arena(h3_dit *m, size_t bytes) {
+  if (m->mem && m->mem_cap >= bytes) {
+    h3_arena_reset(&m->arena);
+    return H3_OK;
+  }
+  if (m->mem) OPS->free(m->be, m->mem);
+  m->mem = NULL;
+  H3_TRY(OPS->alloc(m->be, bytes, &m->mem));
+  m->mem_cap = bytes;
+  h3_arena_init_external(&m->arena, m->mem, bytes);
+  return H3_OK;
+}
+
+h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, float *audio_out) {
+  const h3_dit_weights *w = m->w;
+  const h3_dit_config *c = &w->cfg;
+  H3_TRY(h3_dit_check_inputs(c, in));
+  const int64_t S = in->seq_len, Nv = in->n_video, Na = in->n_audio, Nt = in->n_text, K = in->n_timesteps;
+  const int64_t H = c->hidden, P = h3_dit_patch_dim(c), A = c->audio_in_channels, T = c->time_embed_dim;
+  const int64_t R = h3_dit_rot_dim(c);
+  plan p = make_plan(c, S, Nv, Na, Nt, K);
+  H3_TRY(ensure_arena(m, h3_dit_arena_bytes(c, S, Nv, Na, Nt, K)));
+  m->be->emulate_bf16 = m->prec == H3_PRECISION_BF16;
+
+  h3_tensor x, t2, cosT, sinT, idx_ada, idx_t, vidx, aidx, tidx, vin, ain, tin, vout, aout;
+  scratch sc;
+  H3_TRY(take(m, H3_DT_F32, S, H, &x));
+  H3_TRY(take(m, H3_DT_F32, S, H, &sc.h));
+  H3_TRY(take(m, H3_DT_F32, S, H, &sc.y));
+  H3_TRY(take(m, H3_DT_F32, S, H, &t2));
+  H3_TRY(take(m, H3_DT_F32, S, p.wide, &sc.wide));
+  H3_TRY(take(m, H3_DT_F32, S, p.mid, &sc.mid));
+  H3_TRY(take(m, H3_DT_F32, S, R, &cosT));
+  H3_TRY(take(m, H3_DT_F32, S, R, &sinT));
+  H3_TRY(take_idx(m, S, &idx_ada));
+  H3_TRY(take_idx(m, S, &idx_t));
+  H3_TRY(take_idx(m, Nv, &vidx));
+  H3_TRY(take_idx(m, Na, &aidx));
+  H3_TRY(take_idx(m, Nt, &tidx));
+  H3_TRY(take(m, H3_DT_F32, Nv, P, &vin));
+  H3_TRY(take(m, H3_DT_F32, Na, A, &ain));
+  H3_TRY(take(m, H3_DT_F32, Nt, c->text_dim, &tin));
+  H3_TRY(take(m, H3_DT_F32, Nv, P, &vout));
+  H3_TRY(take(m, H3_DT_F32, Na, A, &aout));
+
+  /* uploads */
+  H3_TRY(upload_f32(m, &vin, in->hidden_states));
+  H3_TRY(upload_f32(m, &ain, in->audio_hidden_states));
+  H3_TRY(upload_f32(m, &tin, in->encoder_hidden_states));
+  H3_TRY(upload_i32(m, &idx_ada, in->timestep_indices, S, 3, in->token_tags)); /* row 3m + tag */
+  H3_TRY(upload_i32(m, &idx_t, in->timestep_indices, S, 1, NULL));
+  H3_TRY(upload_i32(m, &vidx, in->video_indices, Nv, 1, NULL));
+  H3_TRY(upload_i32(m, &aidx, in->audio_indices, Na, 1, NULL));
+  H3_TRY(upload_i32(m, &tidx, in->text_indices, Nt, 1, NULL));
+  {
+    float *cb = malloc((size_t)(S * R) * 2 * sizeof(float));
+    if (!cb) return h3_fail(H3_ERR_NOMEM, "RoPE tables");
+    rope_tables(w, in->position_ids, S, cb, cb + S * R);
+    h3_status s = upload_f32(m, &cosT, cb);
+    if (s == H3_OK) s = upload_f32(m, &sinT, cb + S * R);
+    free(cb);
+    H3_TRY(s);
+  }
+
+  /* 1. text stream -> packed buffer */
+  h3_tensor tt = rows_of(&t2, Nt);
+  H3_TRY(text_path(m, &tin, &tt, &sc));
+  H3_TRY(OPS->zero(m->be, &x));
+  H3_TRY(OPS->scatter_rows(m->be, &x, &tidx, &tt));
+  /* 2. patch projections (fp32), cast to the stack's dtype, scattered */
+  if (Nv > 0) {
+    h3_tensor e = rows_of(&t2, Nv);
+    H3_TRY(linear_f32(m, &vin, &w->video_in_w, &w->video_in_b, &e));
+    H3_TRY(cast_bf16(m, &e));
+    H3_TRY(OPS->scatter_rows(m->be, &x, &vidx, &e));
+  }
+  if (Na > 0) {
+    h3_tensor e = rows_of(&t2, Na);
+    H3_TRY(linear_f32(m, &ain, &w->audio_in_w, &w->audio_in_b, &e));
+    H3_TRY(cast_bf16(m, &e));
+    H3_TRY(OPS->scatter_rows(m->be, &x, &aidx, &e));
+  }
+
+  /* 3. time path: u [K, T] = bf16(silu(e(t))) or the curve features c(t) */
+  h3_tensor u, tab, ftab;
+  H3_TRY(take(m, H3_DT_F32, K, T, &u));
+  H3_TRY(take(m, H3_DT_F32, K, 18 * H, &tab));
+  H3_TRY(take(m, H3_DT_F32, K, 2 * H, &ftab));
+  if (c->curve) {
+    float *cf = malloc((size_t)(K * T) * sizeof(float));
+    if (!cf) return h3_fail(H3_ERR_NOMEM, "curve features");
+    h3_status s = curve_features(w, in->timestep, K, cf);
+    if (s == H3_OK) s = upload_f32(m, &u, cf);
+    free(cf);
+    H3_TRY(s);
+  } else {
+    h3_tensor sin_t, th;
+    H3_TRY(take(m, H3_DT_F32, K, c->freq_dim, &sin_t));
+    H3_TRY(take(m, H3_DT_F32, K, c->time_hidden, &th));
+    float *sb = malloc((size_t)(K * c->freq_dim) * sizeof(float));
+    if (!sb) return h3_fail(H3_ERR_NOMEM, "timestep features");
+    sinusoid(in->timestep, K, c->freq_dim, sb);
+    h3_status s = upload_f32(m, &sin_t, sb);
+    free(sb);
+    H3_TRY(s);
+    H3_TRY(linear_f32(m, &sin_t, &w->time1_w, &w->time1_b, &th));
+    H3_TRY(silu_f32(m, &th));
+    H3_TRY(linear_f32(m, &th, &w->time2_w, &w->time2_b, &u));
+    H3_TRY(silu_f32(m, &u)); /* AdaLN input: silu at fp32, then one rounding */
+    H3_TRY(cast_bf16(m, &u));
+  }
+  /* AdaLN tables: bf16 Linears on u (full), fp32 Linears + one rounding (curve). */
+#define ADALN(wt, bt, dst)                                          \
+  do {                                                              \
+    if (c->curve) {                                                 \
+      H3_TRY(linear_f32(m, &u, &(wt), &(bt), &(dst)));              \
+      H3_TRY(cast_bf16(m, &(dst)));                                 \
+    } else {                                                        \
+      H3_TRY(OPS->linear(m->be, &u, &(wt), &(bt), &(dst)));         \
+    }                                                               \
+  } while (0)
+
+  /* 4. the block stack */
+  for (int64_t i = 0; i < c->num_layers; i++) {
+    const h3_dit_block_weights *bw = &w->blocks[i];
+    ADALN(bw->ada_w, bw->ada_b, tab);
+    /* [K, 18H] viewed as [3K, 6H]: row 3m + modality, chunks shift/scale/gate x (msa, mlp) */
+    h3_tensor tab6 = h3_tensor_2d(tab.data, H3_DT_F32, 3 * K, 6 * H);
+    H3_TRY(OPS->rmsnorm_modulate(m->be, &x, &bw->norm1, (float)c->norm_eps, &tab6, &idx_ada, 0, H, &sc.h));
+    H3_TRY(attn_sublayer(m, bw, S, &sc.h, &cosT, &sinT, &sc));
+    H3_TRY(OPS->gated_residual(m->be, &x, &sc.y, &tab6, &idx_ada, 2 * H));
+    H3_TRY(OPS->rmsnorm_modulate(m->be, &x, &bw->norm2, (float)c->norm_eps, &tab6, &idx_ada, 3 * H, 4 * H, &sc.h));
+    H3_TRY(mlp_sublayer(m, bw, S, &sc.h, &sc));
+    H3_TRY(OPS->gated_residual(m->be, &x, &sc.y, &tab6, &idx_ada, 5 * H));
+  }
+
+  /* 5. final norm (shift, scale per timestep) and the fp32 heads on the selected rows */
+  ADALN(w->final_ada_w, w->final_ada_b, ftab);
+#undef ADALN
+  H3_TRY(OPS->rmsnorm_modulate(m->be, &x, &w->final_norm, (float)c->final_norm_eps, &ftab, &idx_t, 0, H, &sc.h));
+  if (Nv > 0) {
+    h3_tensor g = rows_of(&t2, Nv);
+    H3_TRY(OPS->gather_rows(m->be, &g, &sc.h, &vidx));
+    H3_TRY(linear_f32(m, &g, &w->video_out_w, &w->video_out_b, &vout));
+    H3_TRY(OPS->download(m->be, video_out, vout.data, h3_tensor_nbytes(&vout)));
+  }
+  if (Na > 0) {
+    h3_tensor g = rows_of(&t2, Na);
+    H3_TRY(OPS->gather_rows(m->be, &g, &sc.h, &aidx));
+    H3_TRY(linear_f32(m, &g, &w->audio_out_w, &w->audio_out_b, &aout));
+    H3_TRY(OPS->download(m->be, audio_out, aout.data, h3_tensor_nbytes(&aout)));
+  }
+  H3_TRY(OPS->sync(m->be));
+  H3_LOGD("DiT forward: S=%lld, arena peak %zu bytes", (long long)S, m->arena.peak);
+  return H3_OK;
+}

@@ -1,0 +1,42 @@
+/* The MiniMax-H3 DiT forward over one explicit packed layout (spec dit.md §3),
+ * written once against the backend interface. */
+#ifndef H3_MODEL_DIT_H
+#define H3_MODEL_DIT_H
+
+#include "backend/backend.h"
+#include "core/arena.h"
+#include "model/dit_weights.h"
+
+/* One forward's inputs, in host memory, named after the diffusers arguments. */
+typedef struct h3_dit_inputs {
+  int64_t n_video, n_audio, n_text, seq_len, n_timesteps;
+  const float *hidden_states;          /* [n_video, patch_dim]        video rows  */
+  const float *audio_hidden_states;    /* [n_audio, audio_in_channels]             */
+  const float *encoder_hidden_states;  /* [n_text, text_dim]          text states */
+  const float *timestep;               /* [n_timesteps] distinct t in [0, 1]      */
+  const int64_t *timestep_indices;     /* [seq_len]                               */
+  const int64_t *token_tags;           /* [seq_len] 0 video, 1 text, 2 audio      */
+  const float *position_ids;           /* [seq_len, 3] (t, h, w)                  */
+  const int64_t *video_indices;        /* [n_video] rows of the packed sequence   */
+  const int64_t *audio_indices;        /* [n_audio]                               */
+  const int64_t *text_indices;         /* [n_text]                                */
+} h3_dit_inputs;
+
+typedef enum h3_precision {
+  H3_PRECISION_F32 = 0,  /* every activation f32, weights widened: the exact debug path */
+  H3_PRECISION_BF16 = 1, /* the released mixed precision: bf16 body, f32 islands */
+} h3_precision;
+
+typedef struct h3_dit h3_dit;
+
+h3_status h3_dit_create(h3_backend *be, const h3_dit_weights *w, h3_precision prec, h3_dit **out);
+void h3_dit_destroy(h3_dit *m);
+/* Check an input layout against the config (sizes, index ranges, tags). */
+h3_status h3_dit_check_inputs(const h3_dit_config *c, const h3_dit_inputs *in);
+/* One forward: fills video_out [n_video, patch_dim] and audio_out [n_audio, audio_in_channels] (host). */
+h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, float *audio_out);
+/* Bytes of activation memory a forward of this size plans. */
+size_t h3_dit_arena_bytes(const h3_dit_config *c, int64_t seq_len, int64_t n_video, int64_t n_audio, int64_t n_text,
+                          int64_t n_timesteps);
+
+#endif
