@@ -35,6 +35,18 @@ void h3_dit_destroy(h3_dit *m);
 h3_status h3_dit_check_inputs(const h3_dit_config *c, const h3_dit_inputs *in);
 /* One forward: fills video_out [n_video, patch_dim] and audio_out [n_audio, audio_in_channels] (host). */
 h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, float *audio_out);
+/* Inputs read from a safetensors set with the diffusers argument names
+ * (hidden_states [1,Nv,P], audio_hidden_states [1,Na,C], encoder_hidden_states
+ * [1,Nt,text_dim], timestep [K], timestep_indices [S], token_tags [S],
+ * position_ids [S,3], video_indices [Nv], audio_indices [Na], text_indices [Nt]),
+ * shape-checked against the config.  Arrays are owned by `owned`. */
+typedef struct h3_dit_inputs_owned_s h3_dit_inputs_owned;
+struct h3_dit_inputs_owned_s {
+  float *hs, *ahs, *ehs, *ts, *pos;
+  int64_t *tidx, *tags, *vidx, *aidx, *xidx;
+};
+h3_status h3_dit_inputs_read(const h3_st_set *s, const h3_dit_config *c, h3_dit_inputs *in, h3_dit_inputs_owned *o);
+void h3_dit_inputs_free(h3_dit_inputs_owned *o);
 /* Bytes of activation memory a forward of this size plans. */
 size_t h3_dit_arena_bytes(const h3_dit_config *c, int64_t seq_len, int64_t n_video, int64_t n_audio, int64_t n_text,
                           int64_t n_timesteps);
