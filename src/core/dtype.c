@@ -37,6 +37,20 @@ int h3_dtype_is_float(h3_dtype t) {
   return 0;
 }
 
+/* Tensor data inside a safetensors file need not be aligned: load through memcpy. */
+#define DEF_LOAD(name, T)                                   \
+  static inline T name(const void *src, size_t i) {         \
+    T v;                                                    \
+    memcpy(&v, (const char *)src + i * sizeof(T), sizeof v); \
+    return v;                                               \
+  }
+DEF_LOAD(ld_u16, uint16_t)
+DEF_LOAD(ld_i16, int16_t)
+DEF_LOAD(ld_i32, int32_t)
+DEF_LOAD(ld_i64, int64_t)
+DEF_LOAD(ld_f32, float)
+DEF_LOAD(ld_f64, double)
+
 static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
@@ -124,8 +138,8 @@ uint8_t h3_f32_to_e5m2(float f) {
 void h3_convert_to_f32(float *dst, const void *src, h3_dtype st, size_t n) {
   switch (st) {
   case H3_DT_F32: memmove(dst, src, n * 4); break;
-  case H3_DT_BF16: { const uint16_t *s = src; for (size_t i = 0; i < n; i++) dst[i] = h3_bf16_to_f32(s[i]); } break;
-  case H3_DT_F16: { const uint16_t *s = src; for (size_t i = 0; i < n; i++) dst[i] = h3_f16_to_f32(s[i]); } break;
+  case H3_DT_BF16: for (size_t i = 0; i < n; i++) dst[i] = h3_bf16_to_f32(ld_u16(src, i)); break;
+  case H3_DT_F16: for (size_t i = 0; i < n; i++) dst[i] = h3_f16_to_f32(ld_u16(src, i)); break;
   case H3_DT_F8E4M3: { const uint8_t *s = src; for (size_t i = 0; i < n; i++) dst[i] = h3_e4m3_to_f32(s[i]); } break;
   case H3_DT_F8E5M2: { const uint8_t *s = src; for (size_t i = 0; i < n; i++) dst[i] = h3_e5m2_to_f32(s[i]); } break;
   default: for (size_t i = 0; i < n; i++) dst[i] = (float)h3_load_f64(src, st, i); break;
@@ -164,19 +178,19 @@ int64_t h3_load_i64(const void *src, h3_dtype t, size_t i) {
   switch (t) {
   case H3_DT_I8: return ((const int8_t *)src)[i];
   case H3_DT_U8: case H3_DT_BOOL: return ((const uint8_t *)src)[i];
-  case H3_DT_I16: return ((const int16_t *)src)[i];
-  case H3_DT_I32: return ((const int32_t *)src)[i];
-  case H3_DT_I64: return ((const int64_t *)src)[i];
+  case H3_DT_I16: return ld_i16(src, i);
+  case H3_DT_I32: return ld_i32(src, i);
+  case H3_DT_I64: return ld_i64(src, i);
   default: return (int64_t)h3_load_f64(src, t, i);
   }
 }
 
 double h3_load_f64(const void *src, h3_dtype t, size_t i) {
   switch (t) {
-  case H3_DT_F32: return ((const float *)src)[i];
-  case H3_DT_F64: return ((const double *)src)[i];
-  case H3_DT_BF16: return h3_bf16_to_f32(((const uint16_t *)src)[i]);
-  case H3_DT_F16: return h3_f16_to_f32(((const uint16_t *)src)[i]);
+  case H3_DT_F32: return ld_f32(src, i);
+  case H3_DT_F64: return ld_f64(src, i);
+  case H3_DT_BF16: return h3_bf16_to_f32(ld_u16(src, i));
+  case H3_DT_F16: return h3_f16_to_f32(ld_u16(src, i));
   case H3_DT_F8E4M3: return h3_e4m3_to_f32(((const uint8_t *)src)[i]);
   case H3_DT_F8E5M2: return h3_e5m2_to_f32(((const uint8_t *)src)[i]);
   default: return (double)h3_load_i64(src, t, i);
