@@ -6,6 +6,7 @@ pkgs=(
   libopenblas-dev      # CPU GEMM
   libjansson-dev       # JSON (configs, safetensors headers)
   libpcre2-dev         # tokenizer pre-split regex
+  libutf8proc-dev      # tokenizer NFC normalization
   libavformat-dev libavcodec-dev libswscale-dev libswresample-dev libavutil-dev  # MP4 / H.264 / AAC
   ffmpeg               # ffprobe, used by tests
 )
