@@ -27,10 +27,15 @@ typedef struct h3_backend h3_backend;
 /* Where q, k and v of head h sit inside a fused QKV row:
  *   q: col q_off + h*head_stride, k: k_off + h*head_stride, v: v_off + h*head_stride
  * contiguous [q_all; k_all; v_all]: q_off 0, k_off H*D, v_off 2*H*D, head_stride D
- * release per-head interleave:      q_off 0, k_off D,   v_off 2*D,   head_stride 3*D */
+ * release per-head interleave:      q_off 0, k_off D,   v_off 2*D,   head_stride 3*D
+ * Grouped-query attention: kv_heads (0 = heads) k/v heads, heads a multiple of
+ * it; query head h reads k/v head h / (heads / kv_heads) (k: k_off + that * head_stride).
+ * causal: 0 = every query sees every key; 1 = query row i sees key rows 0..i. */
 typedef struct h3_qkv_layout {
   int heads, head_dim;
   int64_t q_off, k_off, v_off, head_stride;
+  int kv_heads;
+  int causal;
 } h3_qkv_layout;
 
 typedef struct h3_backend_ops {
@@ -68,7 +73,8 @@ typedef struct h3_backend_ops {
                             const h3_tensor *kw, float eps, const h3_tensor *cos, const h3_tensor *sin);
 
   /* out[S, heads*head_dim] = softmax(q k^T * scale) v per head over all S rows
-   * (non-causal), never materializing S x S. */
+   * (lay->causal: over rows 0..i for query row i; lay->kv_heads: GQA), never
+   * materializing S x S. */
   h3_status (*attention)(h3_backend *be, const h3_tensor *qkv, const h3_qkv_layout *lay, float scale,
                          h3_tensor *out);
 
@@ -89,6 +95,61 @@ typedef struct h3_backend_ops {
   h3_status (*zero)(h3_backend *be, h3_tensor *x);
 
   void (*destroy)(h3_backend *be);
+
+  /* video VAE */
+  /* y = (x - mean(x)) / sqrt(var(x) + eps) * w + b per row (biased variance);
+   * w and b (length cols, any float dtype) may be NULL.  In place allowed. */
+  h3_status (*layernorm)(h3_backend *be, const h3_tensor *x, const h3_tensor *w, const h3_tensor *b, float eps,
+                         h3_tensor *y);
+  /* x[r] += s * y[r] per column (LayerScale residual); s: [cols] vector of any float dtype. */
+  h3_status (*scaled_residual)(h3_backend *be, h3_tensor *x, const h3_tensor *y, const h3_tensor *s);
+  /* y = x converted to the activation dtype; x is a [rows, cols] view of any float
+   * dtype in backend memory (e.g. rows of a weight), y a [rows, cols] activation view. */
+  h3_status (*copy_convert)(h3_backend *be, const h3_tensor *x, h3_tensor *y);
+
+  /* audio VAE
+   * 1-D signal ops on F32 tensors [B, C, L] (batch, channel, time), contiguous,
+   * whatever act_dtype is (the audio VAE always runs in float32).  Weights are
+   * F32 in PyTorch layout; per-channel vectors are F32 [C].  Unless stated,
+   * the output must not alias an input. */
+
+  /* y[B,Co,Lo] = conv1d(x[B,Ci,L]; w[Co, Ci/groups, K], bias[Co] or NULL) with
+   * zero padding `pad` on both sides, stride, dilation and groups;
+   * Lo = (L + 2 pad - dilation (K-1) - 1) / stride + 1.  When res is given
+   * ([B,Co,Lo]; it may be y itself) it is added: y = conv(x) + bias + res. */
+  h3_status (*conv1d)(h3_backend *be, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias, int stride,
+                      int pad, int dilation, int groups, const h3_tensor *res, h3_tensor *y);
+
+  /* y[B,Co,Lo] = conv_transpose1d(x[B,Ci,L]; w[Ci, Co, K], bias[Co] or NULL; stride, pad);
+   * Lo = (L - 1) stride - 2 pad + K. */
+  h3_status (*conv_transpose1d)(h3_backend *be, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                                int stride, int pad, h3_tensor *y);
+
+  /* Snake: y = x + inv_mag[c] * sin(freq[c] * x)^2 (x may be y).  SnakeBeta
+   * passes freq = exp(alpha), inv_mag = 1/(exp(beta) + 1e-9); Snake1d passes
+   * freq = alpha, inv_mag = 1/(alpha + 1e-9). */
+  h3_status (*snake)(h3_backend *be, const h3_tensor *x, const h3_tensor *freq, const h3_tensor *inv_mag,
+                     h3_tensor *y);
+
+  /* Anti-aliased snake (BigVGAN Activation1d, ratio 2), length unchanged:
+   *   y = down2(snake(up2(x)))
+   * up2: replicate-pad K/2-1 each side, depthwise transposed conv stride 2
+   *      with up_filter, times 2, crop (K/2-1)*2 + (K-2)/2 each side -> 2L;
+   * down2: replicate-pad K/2-1 left, K/2 right, depthwise conv stride 2 with
+   *      down_filter -> L.
+   * Filters are F32 [K], K even (12 in the release). */
+  h3_status (*snake_aa)(h3_backend *be, const h3_tensor *x, const h3_tensor *freq, const h3_tensor *inv_mag,
+                        const h3_tensor *up_filter, const h3_tensor *down_filter, h3_tensor *y);
+
+  /* y[b,c,l] = x[b,c,l] * scale[c] + shift[c] (x may be y). */
+  h3_status (*channel_affine)(h3_backend *be, const h3_tensor *x, const h3_tensor *scale, const h3_tensor *shift,
+                              h3_tensor *y);
+
+  /* y = (y + x) / div, elementwise on equal shapes. */
+  h3_status (*add_div)(h3_backend *be, h3_tensor *y, const h3_tensor *x, float div);
+
+  /* In place: x = tanh(x) when use_tanh, then x = min(max(x, lo), hi). */
+  h3_status (*tanh_clamp)(h3_backend *be, h3_tensor *x, bool use_tanh, float lo, float hi);
 } h3_backend_ops;
 
 struct h3_backend {

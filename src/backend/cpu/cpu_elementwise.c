@@ -1,0 +1,228 @@
+/* Elementwise and row-movement ops: swiglu, silu, round_bf16, zero,
+ * scatter_rows, gather_rows.
+ *   silu(g) = g / (1 + exp(-g))
+ *   swiglu  out = value * silu(gate); bf16 emulation: s = round(silu(gate)), out = round(value * s)
+ *   silu    bf16 emulation: round(silu(x))
+ *   round_bf16 rounds only under bf16 emulation: in plain f32 mode activations
+ *   stay f32 end to end (the fp32 parity configuration), so it is a no-op. */
+#include "backend/cpu/cpu_internal.h"
+
+#define EW_CHUNK 256
+#define EW_GRAIN_ELEMS 16384
+
+static int64_t row_grain(int64_t bytes_per_row) {
+  int64_t target = EW_GRAIN_ELEMS * 4;
+  return bytes_per_row > 0 && bytes_per_row < target ? target / bytes_per_row : 1;
+}
+
+/* e[j] = exp(-g[j]) for j < n (n <= EW_CHUNK) */
+static void exp_neg(const float *g, int64_t n, float *e) {
+  for (int64_t j = 0; j < n; j++) e[j] = -g[j];
+  h3_cpu_exp(e, (size_t)n);
+}
+
+typedef struct ew_ctx {
+  const h3_tensor *a, *b;
+  const int32_t *idx;
+  int64_t gate_col, value_col, cols;
+  size_t esize;
+  bool emu;
+} ew_ctx;
+
+/* ---- swiglu --------------------------------------------------------------- */
+
+static void swiglu_rows(void *vctx, int64_t b, int64_t e, int tid) {
+  (void)tid;
+  const ew_ctx *C = vctx;
+  float ex[EW_CHUNK];
+  for (int64_t r = b; r < e; r++) {
+    const float *f = h3_cpu_row(C->a, r);
+    const float *g = f + C->gate_col, *v = f + C->value_col;
+    float *o = h3_cpu_row(C->b, r);
+    for (int64_t j0 = 0; j0 < C->cols; j0 += EW_CHUNK) {
+      int64_t n = C->cols - j0 < EW_CHUNK ? C->cols - j0 : EW_CHUNK;
+      exp_neg(g + j0, n, ex);
+      if (C->emu)
+        for (int64_t j = 0; j < n; j++) {
+          float s = h3_round_bf16(g[j0 + j] / (1.0f + ex[j]));
+          o[j0 + j] = h3_round_bf16(v[j0 + j] * s);
+        }
+      else
+        for (int64_t j = 0; j < n; j++) o[j0 + j] = v[j0 + j] * (g[j0 + j] / (1.0f + ex[j]));
+    }
+  }
+}
+
+h3_status h3_cpu_swiglu(h3_backend *be, const h3_tensor *f, int64_t gate_col, int64_t value_col, h3_tensor *out) {
+  static const char *op = "swiglu";
+  h3_cpu_impl *c = h3_cpu_impl_of(be);
+  H3_TRY(h3_cpu_check_mat(f, H3_DT_F32, op, "f"));
+  H3_TRY(h3_cpu_check_mat(out, H3_DT_F32, op, "out"));
+  int64_t M = out->shape[0], F = out->shape[1];
+  if (f->shape[0] != M)
+    return h3_fail(H3_ERR_SHAPE, "swiglu: f has %lld rows, out %lld", (long long)f->shape[0], (long long)M);
+  if (gate_col < 0 || gate_col + F > f->shape[1] || value_col < 0 || value_col + F > f->shape[1])
+    return h3_fail(H3_ERR_SHAPE,
+                   "swiglu: gate (col %lld) or value (col %lld) of width %lld outside the %lld columns of f",
+                   (long long)gate_col, (long long)value_col, (long long)F, (long long)f->shape[1]);
+  ew_ctx C = {.a = f, .b = out, .gate_col = gate_col, .value_col = value_col, .cols = F, .emu = be->emulate_bf16};
+  if (F == 0) return H3_OK;
+  h3_cpu_parallel(c, M, row_grain(F * 4), swiglu_rows, &C);
+  return H3_OK;
+}
+
+/* ---- silu, round_bf16 ----------------------------------------------------- */
+
+static void silu_rows(void *vctx, int64_t b, int64_t e, int tid) {
+  (void)tid;
+  const ew_ctx *C = vctx;
+  float ex[EW_CHUNK];
+  for (int64_t r = b; r < e; r++) {
+    float *x = h3_cpu_row(C->a, r);
+    for (int64_t j0 = 0; j0 < C->cols; j0 += EW_CHUNK) {
+      int64_t n = C->cols - j0 < EW_CHUNK ? C->cols - j0 : EW_CHUNK;
+      exp_neg(x + j0, n, ex);
+      if (C->emu)
+        for (int64_t j = 0; j < n; j++) x[j0 + j] = h3_round_bf16(x[j0 + j] / (1.0f + ex[j]));
+      else
+        for (int64_t j = 0; j < n; j++) x[j0 + j] = x[j0 + j] / (1.0f + ex[j]);
+    }
+  }
+}
+
+h3_status h3_cpu_silu(h3_backend *be, h3_tensor *x) {
+  h3_cpu_impl *c = h3_cpu_impl_of(be);
+  H3_TRY(h3_cpu_check_mat(x, H3_DT_F32, "silu", "x"));
+  ew_ctx C = {.a = x, .cols = x->shape[1], .emu = be->emulate_bf16};
+  if (C.cols == 0) return H3_OK;
+  h3_cpu_parallel(c, x->shape[0], row_grain(C.cols * 4), silu_rows, &C);
+  return H3_OK;
+}
+
+static void round_rows(void *vctx, int64_t b, int64_t e, int tid) {
+  (void)tid;
+  const ew_ctx *C = vctx;
+  for (int64_t r = b; r < e; r++) {
+    float *x = h3_cpu_row(C->a, r);
+    for (int64_t j = 0; j < C->cols; j++) x[j] = h3_round_bf16(x[j]);
+  }
+}
+
+h3_status h3_cpu_round_bf16(h3_backend *be, h3_tensor *x) {
+  h3_cpu_impl *c = h3_cpu_impl_of(be);
+  H3_TRY(h3_cpu_check_mat(x, H3_DT_F32, "round_bf16", "x"));
+  if (!be->emulate_bf16 || x->shape[1] == 0) return H3_OK;
+  ew_ctx C = {.a = x, .cols = x->shape[1]};
+  h3_cpu_parallel(c, x->shape[0], row_grain(C.cols * 4), round_rows, &C);
+  return H3_OK;
+}
+
+/* ---- zero ----------------------------------------------------------------- */
+
+static void zero_rows(void *vctx, int64_t b, int64_t e, int tid) {
+  (void)tid;
+  const ew_ctx *C = vctx;
+  int64_t ld = C->a->stride[0];
+  for (int64_t r = b; r < e; r++)
+    memset((char *)C->a->data + (size_t)(r * ld) * C->esize, 0, (size_t)C->cols * C->esize);
+}
+
+/* Any dtype; contiguous of any rank, or 2-D with unit column stride. */
+h3_status h3_cpu_zero(h3_backend *be, h3_tensor *x) {
+  h3_cpu_impl *c = h3_cpu_impl_of(be);
+  if (!x) return h3_fail(H3_ERR_INVALID, "zero: tensor is NULL");
+  size_t es = h3_dtype_size(x->dtype);
+  if (es == 0) return h3_fail(H3_ERR_INVALID, "zero: bad dtype");
+  int64_t n = h3_tensor_numel(x);
+  if (n == 0) return H3_OK;
+  h3_tensor flat;
+  if (h3_tensor_is_contiguous(x)) {
+    /* one row of 64 KiB-ish chunks so that threads share big buffers */
+    int64_t per = 16384;
+    int64_t rows = (n + per - 1) / per;
+    if (rows * per != n) { /* ragged tail: zero it here, the rest in parallel */
+      memset((char *)x->data + (size_t)((rows - 1) * per) * es, 0, (size_t)(n - (rows - 1) * per) * es);
+      rows--;
+    }
+    flat = h3_tensor_2d(x->data, x->dtype, rows, per);
+  } else {
+    H3_TRY(h3_cpu_check_mat(x, H3_DT_INVALID, "zero", "x"));
+    flat = *x;
+  }
+  ew_ctx C = {.a = &flat, .cols = flat.shape[1], .esize = es};
+  h3_cpu_parallel(c, flat.shape[0], row_grain(C.cols * (int64_t)es), zero_rows, &C);
+  return H3_OK;
+}
+
+/* ---- scatter_rows / gather_rows ------------------------------------------- */
+
+typedef struct move_ctx {
+  const h3_tensor *dst, *src;
+  const int32_t *idx;
+  size_t row_bytes, esize;
+  bool scatter;
+} move_ctx;
+
+static void move_rows(void *vctx, int64_t b, int64_t e, int tid) {
+  (void)tid;
+  const move_ctx *C = vctx;
+  for (int64_t i = b; i < e; i++) {
+    int64_t d = C->scatter ? C->idx[i] : i, s = C->scatter ? i : C->idx[i];
+    memcpy((char *)C->dst->data + (size_t)(d * C->dst->stride[0]) * C->esize,
+           (const char *)C->src->data + (size_t)(s * C->src->stride[0]) * C->esize, C->row_bytes);
+  }
+}
+
+static h3_status check_move(const h3_tensor *dst, const h3_tensor *src, const char *op) {
+  H3_TRY(h3_cpu_check_mat(dst, H3_DT_INVALID, op, "dst"));
+  H3_TRY(h3_cpu_check_mat(src, H3_DT_INVALID, op, "src"));
+  if (dst->dtype != src->dtype || h3_dtype_size(dst->dtype) == 0)
+    return h3_fail(H3_ERR_INVALID, "%s: dst and src dtypes differ", op);
+  if (dst->shape[1] != src->shape[1])
+    return h3_fail(H3_ERR_SHAPE, "%s: dst has %lld columns, src %lld", op, (long long)dst->shape[1],
+                   (long long)src->shape[1]);
+  return H3_OK;
+}
+
+/* dst[idx[i]] = src[i]; idx entries must be distinct. */
+h3_status h3_cpu_scatter_rows(h3_backend *be, h3_tensor *dst, const h3_tensor *idx, const h3_tensor *src) {
+  static const char *op = "scatter_rows";
+  h3_cpu_impl *c = h3_cpu_impl_of(be);
+  H3_TRY(check_move(dst, src, op));
+  int64_t M = src->shape[0], R = dst->shape[0];
+  H3_TRY(h3_cpu_check_idx(idx, M, R, op));
+  const int32_t *ix = idx->data;
+  if (M > 1) { /* distinct targets, or rows would race */
+    void *p;
+    H3_TRY(h3_cpu_param_reserve(c, 0, (size_t)(R + 7) / 8, &p));
+    uint8_t *seen = p;
+    memset(seen, 0, (size_t)(R + 7) / 8);
+    for (int64_t i = 0; i < M; i++) {
+      uint8_t bit = (uint8_t)(1u << (ix[i] & 7));
+      if (seen[ix[i] >> 3] & bit)
+        return h3_fail(H3_ERR_INVALID, "%s: row %d is targeted twice (index %lld)", op, (int)ix[i], (long long)i);
+      seen[ix[i] >> 3] |= bit;
+    }
+  }
+  size_t es = h3_dtype_size(dst->dtype);
+  move_ctx C = {
+      .dst = dst, .src = src, .idx = ix, .row_bytes = (size_t)src->shape[1] * es, .esize = es, .scatter = true};
+  if (C.row_bytes == 0) return H3_OK;
+  h3_cpu_parallel(c, M, row_grain((int64_t)C.row_bytes), move_rows, &C);
+  return H3_OK;
+}
+
+/* dst[i] = src[idx[i]] */
+h3_status h3_cpu_gather_rows(h3_backend *be, h3_tensor *dst, const h3_tensor *src, const h3_tensor *idx) {
+  static const char *op = "gather_rows";
+  h3_cpu_impl *c = h3_cpu_impl_of(be);
+  H3_TRY(check_move(dst, src, op));
+  int64_t M = dst->shape[0];
+  H3_TRY(h3_cpu_check_idx(idx, M, src->shape[0], op));
+  size_t es = h3_dtype_size(dst->dtype);
+  move_ctx C = {
+      .dst = dst, .src = src, .idx = idx->data, .row_bytes = (size_t)dst->shape[1] * es, .esize = es, .scatter = false};
+  if (C.row_bytes == 0) return H3_OK;
+  h3_cpu_parallel(c, M, row_grain((int64_t)C.row_bytes), move_rows, &C);
+  return H3_OK;
+}

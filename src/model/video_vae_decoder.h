@@ -1,0 +1,140 @@
+/* MiniMax-H3 video VAE decoder (AutoencoderKLMiniMaxH3): the non-causal ViT3D
+ * decoder with the released spatial tiling (blended stitching) and temporal
+ * chunking (cross-faded 7-latent windows).  Spec: video-vae.md §2, §4, §5, §7.
+ *
+ * Weights come from any of the three conventions (§7.1):
+ *  ORIGINAL   the release's video_vae/ (wrapper config.json -> source/config.json
+ *             + source/model.safetensors; fused to_qkv per-head interleaved;
+ *             ff.w1 = [gate; up]; decoder.x_embedder)
+ *  DIFFUSERS  vae/ (config.json + diffusion_pytorch_model*.safetensors[.index.json];
+ *             to_q/to_k/to_v split; ff.net.0.proj = [up; gate]; decoder.proj_in)
+ *  COMFY      Comfy-Org single file (original names and layouts, fp16; may carry
+ *             latents_mean / latents_std tensors)
+ * Nothing is copied or permuted: tensors stay views of the mmapped files and the
+ * layout differences are described to the kernels (QKV head offsets, SwiGLU
+ * gate/value columns).  Model sizes are read from tensor shapes and config. */
+#ifndef H3_MODEL_VIDEO_VAE_DECODER_H
+#define H3_MODEL_VIDEO_VAE_DECODER_H
+
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "io/safetensors.h"
+
+typedef enum h3_vvae_convention {
+  H3_VVAE_ORIGINAL = 0,
+  H3_VVAE_DIFFUSERS = 1,
+  H3_VVAE_COMFY = 2,
+} h3_vvae_convention;
+
+const char *h3_vvae_convention_name(h3_vvae_convention c);
+
+typedef struct h3_vvae_config {
+  int64_t latent_channels, out_channels;
+  int64_t patch, patch_t;   /* spatial / temporal compression = decoder patch sizes */
+  int64_t dim, heads, head_dim, num_layers, num_registers, ffn_inner;
+  int64_t rope_dim;         /* rotated channels per head = int(head_dim * rope_dim_ratio) */
+  double rope_theta, rope_dim_ratio, norm_eps;
+  int64_t clip_length, token_drop;
+  /* Spatial tiling in pixels (released: on, 256 / 64). */
+  int tiling;
+  int64_t tile_h, tile_w, tile_overlap_h, tile_overlap_w;
+  float *latents_mean, *latents_std; /* [latent_channels], owned by the weights */
+  float pixel_mean[3], pixel_std[3]; /* ImageNet */
+} h3_vvae_config;
+
+typedef struct h3_vvae_block {
+  h3_tensor norm1, norm2;          /* RMSNorm weights [dim] */
+  int n_qkv;                       /* 1: fused [3*dim, dim]; 3: to_q/to_k/to_v [dim, dim] */
+  h3_tensor qkv_w[3], qkv_b[3];
+  h3_qkv_layout qkv_layout;        /* of the [N, 3*dim] qkv activation */
+  h3_tensor out_w, out_b, scale1;  /* attention output projection, LayerScale */
+  h3_tensor w1, b1, w2, b2, scale2;
+  int64_t gate_col, value_col;     /* SwiGLU halves of the w1 output */
+} h3_vvae_block;
+
+typedef struct h3_vvae_weights {
+  h3_vvae_config cfg;
+  h3_vvae_convention convention;
+  char weights_path[1024];
+  char config_path[1024];  /* architecture config ("" when none) */
+  char wrapper_path[1024]; /* original wrapper config ("" when none) */
+  h3_st_set *set;
+  char prefix[128];        /* key prefix in front of "decoder." (usually "") */
+  h3_tensor pq_w, pq_b;    /* post_quant_conv as [C, C] and [C] */
+  h3_tensor in_w, in_b;    /* proj_in / x_embedder [dim, C] */
+  h3_tensor registers;     /* [num_registers, dim] */
+  h3_vvae_block *blocks;
+  h3_tensor norm_out_w, norm_out_b;
+  h3_tensor out_w, out_b;  /* proj_out [out_channels * patch_t * patch^2, dim] */
+  int64_t n_bound, n_ignored;
+  const h3_st_entry **bound; /* the entries bound, [n_bound] */
+  int64_t bound_cap;
+} h3_vvae_weights;
+
+/* Open the decoder at `path`: a snapshot root (vae/, else video_vae/,
+ * FL2VA/video_vae/, Ref2VA/video_vae/), a component folder, a *.index.json or
+ * a single .safetensors file (config.json beside it is used when it is a video
+ * VAE config; otherwise released defaults).  Binds and checks every decoder
+ * tensor; encoder tensors and decoder.mask_token are ignored. */
+h3_status h3_vvae_open(const char *path, h3_vvae_weights **out);
+void h3_vvae_close(h3_vvae_weights *w);
+
+/* ---- geometry (video_vae_tiling.c) ------------------------------------ */
+
+/* Tiles along one axis (§5.1): n tiles of length `len` starting at start[j];
+ * overlap[j] between tiles j and j+1.  One tile of the full length when
+ * tile >= length.  Arrays are owned (h3_vvae_tiles_free). */
+typedef struct h3_vvae_tiles {
+  int64_t n, len;
+  int64_t *start, *overlap;
+} h3_vvae_tiles;
+h3_status h3_vvae_split_tiles(int64_t length, int64_t tile, int64_t min_overlap, int64_t step, h3_vvae_tiles *out);
+void h3_vvae_tiles_free(h3_vvae_tiles *t);
+
+/* Temporal chunking of a decode (§4.7). */
+typedef struct h3_vvae_tplan {
+  int64_t t_lat;        /* latent frames given */
+  int64_t pad;          /* repeated last latents appended */
+  int64_t num_chunks;   /* decoder windows */
+  int64_t stride;       /* latent stride between windows (tokens_chunk_size, 5) */
+  int64_t window;       /* latents per window (stride + token_overlap, 7) */
+  int64_t pre;          /* frame_pre_padding (3) */
+  int64_t chunk_frames; /* tokens_chunk_size * patch_t (20) */
+  int64_t parts;        /* 2 when token_drop > 0 else 1 */
+  int64_t len0, len1;   /* frames kept of part 0 / part 1 of a window (17, 5) */
+  int64_t blend;        /* cross-fade extent min(len1, len0, frame_overlap) (5) */
+  int64_t frames;       /* output frames (4*T - 3*ceil(T/5) released) */
+} h3_vvae_tplan;
+h3_status h3_vvae_temporal_plan(const h3_vvae_config *c, int64_t t_lat, h3_vvae_tplan *out);
+
+/* Where decoded frame d of window `chunk` goes: returns 0 (dropped), 1 (write
+ * out[*f] = v) or 2 (blend out[*f] = out[*f] * (1 - *w) + v * *w). */
+int h3_vvae_frame_dest(const h3_vvae_tplan *p, int64_t chunk, int64_t d, int64_t *f, float *w);
+
+/* ---- decoding (video_vae_decoder.c) ------------------------------------ */
+
+typedef struct h3_vvae_decode_opts {
+  int tiling;                         /* -1: config; 0 off; 1 on */
+  int64_t tile_h, tile_w;             /* pixels; 0: config */
+  int64_t tile_overlap_h, tile_overlap_w;
+} h3_vvae_decode_opts;
+
+/* Output frame count for t_lat latent frames (error when unsupported, e.g. T <= 2). */
+h3_status h3_vvae_num_frames(const h3_vvae_config *c, int64_t t_lat, int64_t *frames);
+
+/* The full decode step of the pipeline: latents as the sampler leaves them
+ * (normalized, [B, C, T, h, w] f32 contiguous) -> de-normalize -> tiled,
+ * chunked ViT decode -> ImageNet de-normalize -> clamp: frames
+ * [B, out_channels, F, h*patch, w*patch] f32 in [0, 1] (caller buffer, F from
+ * h3_vvae_num_frames).  `opts` may be NULL. */
+h3_status h3_vvae_decode(h3_backend *be, const h3_vvae_weights *w, const h3_vvae_decode_opts *opts,
+                         const float *latents, int64_t B, int64_t T, int64_t h, int64_t wd, float *frames);
+
+/* One decoder call (post_quant_conv + ViT + unpatchify, no tiling, no
+ * normalization): z [C, T, h, w] de-normalized latents -> out
+ * [out_channels, T*patch_t, h*patch, w*patch] in ImageNet-normalized space. */
+h3_status h3_vvae_decode_call(h3_backend *be, const h3_vvae_weights *w, const float *z, int64_t T, int64_t h,
+                              int64_t wd, float *out);
+
+#endif
