@@ -23,8 +23,13 @@ int h3_cli_usage_error(const char *fmt, ...);
 /* Top-level commands */
 int h3_cmd_stage(int argc, char **argv);
 int h3_cmd_info(int argc, char **argv);
+int h3_cmd_generate(int argc, char **argv);
 
 /* Stages (h3 stage NAME ...): each parses --model/--in/--out itself. */
 int h3_stage_dit(int argc, char **argv);
+int h3_stage_text_encode(int argc, char **argv);
+int h3_stage_tokenize(int argc, char **argv);
+int h3_stage_video_decode(int argc, char **argv);
+int h3_stage_audio_decode(int argc, char **argv);
 
 #endif

@@ -6,7 +6,11 @@
 #include "cli/cli.h"
 
 static const h3_cli_command k_stages[] = {
+    {"tokenize", "prompt text (JSON string per line) -> Qwen2 token ids (JSON array per line)", h3_stage_tokenize},
+    {"text-encode", "t2va prompt -> Qwen3-VL hidden state at the tap (encoder_hidden_states + text_token_tags)", h3_stage_text_encode},
     {"dit", "one DiT forward: packed latents + text states -> video/audio velocity", h3_stage_dit},
+    {"video-decode", "video VAE decode: normalized latents -> RGB frames in [0,1]", h3_stage_video_decode},
+    {"audio-decode", "audio VAE decoder: normalized audio latents -> stereo 32 kHz waveform", h3_stage_audio_decode},
 };
 
 int h3_cmd_stage(int argc, char **argv) {

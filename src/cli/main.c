@@ -24,6 +24,7 @@ int h3_cli_usage_error(const char *fmt, ...) {
 }
 
 static const h3_cli_command k_commands[] = {
+    {"generate", "text -> MP4 video with its stereo soundtrack (built-in toy model without --model)", h3_cmd_generate},
     {"info", "describe a snapshot, component folder or checkpoint file (no tensor data read)", h3_cmd_info},
     {"stage", "run one network stage on tensors from a safetensors file", h3_cmd_stage},
 };

@@ -83,6 +83,9 @@ typedef struct h3_request {
   /* fl2va: pixel sizes of the keyframes given (first = `image`, last = `last_image`). */
   bool has_first_keyframe, has_last_keyframe;
   int64_t first_w, first_h, last_w, last_h;
+  /* Lift the 5-15 s window (the released model's training range): for toy
+   * checkpoints only; the reference always enforces it. */
+  bool any_duration;
   /* ref2va: references in request order. */
   const h3_request_ref *refs;
   int64_t num_refs;

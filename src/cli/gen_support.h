@@ -1,0 +1,53 @@
+/* Support for `h3 generate`: model session (real snapshot or built-in toy),
+ * prompt and output helpers, progress display, timing report. */
+#ifndef H3_CLI_GEN_SUPPORT_H
+#define H3_CLI_GEN_SUPPORT_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "pipeline/generate.h"
+
+typedef struct h3_gen_session {
+  bool toy;
+  char model_path[2048];
+  h3_backend *be;
+  h3_dit_weights *dit_w;
+  h3_dit *dit;
+  h3_vvae_weights *vvae;
+  h3_avae_decoder *avae;
+  void *text_encoder; /* h3_text_encoder when available */
+  h3_gen_models models;
+} h3_gen_session;
+
+/* model NULL: the built-in toy (created under $H3_TOY_DIR or ~/.cache/h3 on first use). */
+h3_status h3_gen_session_open(h3_gen_session *s, const char *model, h3_precision prec, bool want_audio);
+void h3_gen_session_close(h3_gen_session *s);
+/* Text condition from a states file, or by encoding the prompt. */
+h3_status h3_gen_session_text(h3_gen_session *s, const char *prompt, const char *states_path, h3_gen_text *out);
+void h3_gen_text_free(h3_gen_text *t);
+
+uint64_t h3_random_seed(void);
+double h3_now_s(void);
+/* Whole file ('-' = stdin), trailing newlines removed; empty is an error. */
+h3_status h3_read_prompt_file(const char *path, char **out);
+/* outputs/<YYYYmmdd>_<HHMMSS>-<slug>.mp4, folder created. */
+h3_status h3_default_output_path(const char *prompt, char *buf, size_t cap);
+/* Final latents as safetensors: latents [1, C, T, h, w], audio_latents [2, Ca, A]. */
+h3_status h3_write_latents(const char *path, const h3_gen_result *r);
+
+typedef struct h3_progress {
+  bool tty, quiet;
+  double phase_start;
+  h3_gen_phase phase;
+  int last_len;
+} h3_progress;
+void h3_progress_init(h3_progress *p, bool tty, bool quiet);
+void h3_progress_cb(void *ctx, h3_gen_phase phase, int64_t step, int64_t total);
+void h3_progress_end(h3_progress *p);
+void h3_print_timing(FILE *f, const h3_gen_result *r, double text_s, double mux_s);
+
+/* Where the toy model lives, creating it when missing. */
+h3_status h3_toy_model_dir(char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,203 @@
+#include "pipeline/generate.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/log.h"
+#include "pipeline/layout.h"
+#include "pipeline/rng.h"
+#include "pipeline/scheduler.h"
+
+const char *h3_gen_phase_name(h3_gen_phase p) {
+  static const char *n[] = {"setup", "denoise", "video decode", "audio decode"};
+  return p < H3_PHASE_COUNT ? n[p] : "?";
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void h3_gen_result_free(h3_gen_result *r) {
+  if (!r) return;
+  free(r->video_noise);
+  free(r->audio_noise);
+  free(r->video_latents);
+  free(r->audio_latents);
+  free(r->frames);
+  free(r->audio);
+  memset(r, 0, sizeof *r);
+}
+
+typedef struct gen_state {
+  h3_layout lay;
+  h3_sampler_plan plan;
+  float *vrows, *arows, *vvel, *avel, *noise;
+  int64_t *tidx;
+} gen_state;
+
+static void state_free(gen_state *s) {
+  h3_layout_free(&s->lay);
+  h3_sampler_plan_free(&s->plan);
+  free(s->vrows), free(s->arows), free(s->vvel), free(s->avel), free(s->noise), free(s->tidx);
+}
+
+#define PROGRESS(ph, i, n) \
+  do { if (progress) progress(progress_ctx, ph, i, n); } while (0)
+
+h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t seed, const h3_gen_text *text,
+                      h3_gen_progress_fn progress, void *progress_ctx, h3_gen_result *out) {
+  memset(out, 0, sizeof *out);
+  const h3_dit_config *dc = &m->dit_w->cfg;
+  if (req->workflow != H3_WORKFLOW_T2VA)
+    return h3_fail(H3_ERR_UNSUPPORTED, "only text-to-video+audio (t2va) generation is implemented so far");
+  if (text->dim != dc->text_dim)
+    return h3_fail(H3_ERR_INVALID, "text states are %lld wide but the transformer expects text_dim %lld",
+                   (long long)text->dim, (long long)dc->text_dim);
+  if (text->n < 1) return h3_fail(H3_ERR_INVALID, "no text rows");
+  double t0 = now_s();
+  PROGRESS(H3_PHASE_SETUP, 0, 1);
+  H3_TRY(h3_request_resolve(req, &out->req));
+  const h3_resolved_request *rr = &out->req;
+  const int64_t C = dc->in_channels, Ca = dc->audio_in_channels, P = h3_dit_patch_dim(dc);
+  const int64_t T = rr->latent_frames, lh = rr->latent_height, lw = rr->latent_width, A = rr->audio_latents;
+  out->seed = seed;
+  out->video_channels = C;
+  out->audio_channels = Ca;
+
+  gen_state s;
+  memset(&s, 0, sizeof s);
+  h3_status st = H3_OK;
+  int64_t *tags = NULL;
+  if (!text->tags) {
+    tags = malloc((size_t)text->n * sizeof *tags);
+    if (!tags) return h3_fail(H3_ERR_NOMEM, "text tags");
+    for (int64_t i = 0; i < text->n; i++) tags[i] = H3_TAG_TEXT;
+  }
+  st = h3_layout_build_t2va(&s.lay, text->tags ? text->tags : tags, text->n, T, lh, lw, A, NULL, 0);
+  free(tags);
+  if (st != H3_OK) goto done;
+  if ((st = h3_sampler_plan_init_default(&s.plan, rr->num_inference_steps)) != H3_OK) goto done;
+
+  const int64_t nv = s.lay.num_video_rows, na = s.lay.num_audio_rows, S = s.lay.seq_len;
+  s.vrows = malloc((size_t)(nv * P) * sizeof(float));
+  s.arows = malloc((size_t)(na * Ca) * sizeof(float));
+  s.vvel = malloc((size_t)(nv * P) * sizeof(float));
+  s.avel = malloc((size_t)(na * Ca) * sizeof(float));
+  s.noise = malloc((size_t)(C * T * lh * lw) * sizeof(float));
+  s.tidx = malloc((size_t)S * sizeof(int64_t));
+  if (!s.vrows || !s.arows || !s.vvel || !s.avel || !s.noise || !s.tidx) {
+    st = h3_fail(H3_ERR_NOMEM, "latent buffers");
+    goto done;
+  }
+  /* Noise, in the reference's draw order: (no conditions in t2va), video
+   * (1, C, T, h, w) then patchified; audio drawn directly as (2A, Ca) rows. */
+  h3_rng g;
+  h3_rng_seed(&g, seed);
+  int64_t vshape[5] = {1, C, T, lh, lw};
+  if ((st = h3_randn_shape_f32(&g, s.noise, 5, vshape)) != H3_OK) goto done;
+  if ((st = h3_patchify_video(s.noise, C, T, lh, lw, s.vrows)) != H3_OK) goto done;
+  int64_t ashape[2] = {na, Ca};
+  if ((st = h3_randn_shape_f32(&g, s.arows, 2, ashape)) != H3_OK) goto done;
+  out->video_noise = s.noise; /* kept for the caller (parity checks, --latents-out) */
+  s.noise = NULL;
+  out->audio_noise = malloc((size_t)(na * Ca) * sizeof(float));
+  if (!out->audio_noise) {
+    st = h3_fail(H3_ERR_NOMEM, "noise");
+    goto done;
+  }
+  memcpy(out->audio_noise, s.arows, (size_t)(na * Ca) * sizeof(float));
+  out->phase_seconds[H3_PHASE_SETUP] = now_s() - t0;
+
+  /* The two-clock Euler loop. */
+  double t1 = now_s();
+  const int64_t nsteps = s.plan.num_forwards;
+  PROGRESS(H3_PHASE_DENOISE, 0, nsteps);
+  for (int64_t i = 0; i < nsteps; i++) {
+    float timestep[4];
+    int64_t K = 0;
+    float tv = h3_plan_t_video(&s.plan, i), ta = h3_plan_t_audio(&s.plan, i);
+    if ((st = h3_layout_step_timesteps(&s.lay, tv, ta, timestep, &K, s.tidx)) != H3_OK) goto done;
+    h3_dit_inputs in = {
+        .n_video = nv, .n_audio = na, .n_text = text->n, .seq_len = S, .n_timesteps = K,
+        .hidden_states = s.vrows, .audio_hidden_states = s.arows, .encoder_hidden_states = text->states,
+        .timestep = timestep, .timestep_indices = s.tidx, .token_tags = s.lay.token_tags,
+        .position_ids = s.lay.position_ids, .video_indices = s.lay.video_indices,
+        .audio_indices = s.lay.audio_indices, .text_indices = s.lay.text_indices,
+    };
+    if ((st = h3_dit_forward(m->dit, &in, s.vvel, s.avel)) != H3_OK) goto done;
+    /* only generated rows step; conditioning rows (none in t2va) ride along */
+    const int64_t cv = s.lay.num_cond_video_rows, ca = s.lay.num_cond_audio_rows;
+    if ((st = h3_schedule_step_f32(&s.plan.video, i, s.vrows + cv * P, s.vvel + cv * P, s.vrows + cv * P,
+                                   (size_t)((nv - cv) * P))) != H3_OK)
+      goto done;
+    if ((st = h3_schedule_step_f32(&s.plan.audio, i, s.arows + ca * Ca, s.avel + ca * Ca, s.arows + ca * Ca,
+                                   (size_t)((na - ca) * Ca))) != H3_OK)
+      goto done;
+    PROGRESS(H3_PHASE_DENOISE, i + 1, nsteps);
+  }
+  out->phase_seconds[H3_PHASE_DENOISE] = now_s() - t1;
+  out->step_seconds = nsteps ? out->phase_seconds[H3_PHASE_DENOISE] / (double)nsteps : 0;
+
+  /* Unpack the final latents. */
+  out->video_latents = malloc((size_t)(C * T * lh * lw) * sizeof(float));
+  out->audio_latents = malloc((size_t)(2 * Ca * A) * sizeof(float));
+  if (!out->video_latents || !out->audio_latents) {
+    st = h3_fail(H3_ERR_NOMEM, "latents");
+    goto done;
+  }
+  if ((st = h3_unpatchify_video(s.vrows + s.lay.num_cond_video_rows * P, C, T, lh, lw, out->video_latents)) != H3_OK)
+    goto done;
+  h3_unpack_audio(s.arows + s.lay.num_cond_audio_rows * Ca, Ca, A, out->audio_latents);
+
+  /* Decode video: [1, 3, F, H, W] -> [F, H, W, 3]. */
+  if (m->vvae) {
+    double t2 = now_s();
+    PROGRESS(H3_PHASE_VIDEO_DECODE, 0, 1);
+    int64_t F = 0;
+    const h3_vvae_config *vc = &m->vvae->cfg;
+    if ((st = h3_vvae_num_frames(vc, T, &F)) != H3_OK) goto done;
+    const int64_t H = lh * vc->patch, W = lw * vc->patch, Co = vc->out_channels;
+    float *planar = malloc((size_t)(Co * F * H * W) * sizeof(float));
+    out->frames = malloc((size_t)(F * H * W * 3) * sizeof(float));
+    if (!planar || !out->frames) {
+      free(planar);
+      st = h3_fail(H3_ERR_NOMEM, "decoded frames");
+      goto done;
+    }
+    st = h3_vvae_decode(m->be, m->vvae, NULL, out->video_latents, 1, T, lh, lw, planar);
+    if (st == H3_OK) {
+      for (int64_t f = 0; f < F; f++)
+        for (int64_t p = 0; p < H * W; p++)
+          for (int64_t c = 0; c < 3; c++)
+            out->frames[(f * H * W + p) * 3 + c] = planar[((c < Co ? c : Co - 1) * F + f) * H * W + p];
+    }
+    free(planar);
+    if (st != H3_OK) goto done;
+    out->num_frames = F, out->height = H, out->width = W;
+    out->phase_seconds[H3_PHASE_VIDEO_DECODE] = now_s() - t2;
+    PROGRESS(H3_PHASE_VIDEO_DECODE, 1, 1);
+  }
+  /* Decode audio: both stereo channels as a batch of two. */
+  if (m->avae) {
+    double t3 = now_s();
+    PROGRESS(H3_PHASE_AUDIO_DECODE, 0, 1);
+    int64_t L = h3_avae_decode_length(m->avae, A);
+    out->audio = malloc((size_t)(2 * L) * sizeof(float));
+    if (!out->audio) {
+      st = h3_fail(H3_ERR_NOMEM, "waveform");
+      goto done;
+    }
+    if ((st = h3_avae_decode_host(m->avae, out->audio_latents, 2, A, true, out->audio)) != H3_OK) goto done;
+    out->audio_samples = L;
+    out->sample_rate = h3_avae_decoder_info(m->avae)->cfg.sampling_rate;
+    out->phase_seconds[H3_PHASE_AUDIO_DECODE] = now_s() - t3;
+    PROGRESS(H3_PHASE_AUDIO_DECODE, 1, 1);
+  }
+done:
+  state_free(&s);
+  if (st != H3_OK) h3_gen_result_free(out);
+  return st;
+}
