@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "io/safetensors.h"
 #include "io/st_read.h"
+#include "model/text_encoder.h"
 #include "model/toy_model.h"
 
 double h3_now_s(void) {
@@ -191,6 +192,9 @@ h3_status h3_gen_session_open(h3_gen_session *s, const char *model, h3_precision
 }
 
 void h3_gen_session_close(h3_gen_session *s) {
+  h3_te_destroy(s->te);
+  h3_te_weights_close(s->te_w);
+  if (s->tok) h3_tokenizer_free(s->tok);
   h3_avae_decoder_free(s->avae);
   h3_vvae_close(s->vvae);
   h3_dit_destroy(s->dit);
@@ -210,8 +214,11 @@ static h3_status text_from_file(const char *path, h3_gen_text *out) {
   H3_TRY(h3_st_set_open(path, &set));
   float *x = NULL;
   h3_tensor t;
-  h3_status st = h3_st_read_f32(set, "encoder_hidden_states", &x, &t);
-  if (st == H3_OK) st = h3_st_check_shape(set, "encoder_hidden_states", &t, 3, (int64_t[]){1, -1, -1});
+  /* the DiT's argument name, or the pipeline's */
+  const char *name = h3_st_set_find(set, "prompt_embeds") && !h3_st_set_find(set, "encoder_hidden_states")
+                         ? "prompt_embeds" : "encoder_hidden_states";
+  h3_status st = h3_st_read_f32(set, name, &x, &t);
+  if (st == H3_OK) st = h3_st_check_shape(set, name, &t, 3, (int64_t[]){1, -1, -1});
   if (st == H3_OK) {
     out->states = x;
     out->n = t.shape[1];
@@ -238,5 +245,34 @@ h3_status h3_gen_session_text(h3_gen_session *s, const char *prompt, const char 
   memset(out, 0, sizeof *out);
   if (states_path) return text_from_file(states_path, out);
   if (!prompt || !*prompt) return h3_fail(H3_ERR_INVALID, "empty prompt");
-  return h3_fail(H3_ERR_UNSUPPORTED, "prompt encoding is not wired in yet: pass --text-states FILE");
+  if (!s->tok) {
+    char *folder = NULL;
+    H3_TRY(h3_tokenizer_locate(s->model_path, &folder));
+    h3_status st = h3_tokenizer_load(folder, &s->tok);
+    free(folder);
+    H3_TRY(st);
+  }
+  if (!s->te) {
+    H3_TRY(h3_te_weights_open(s->model_path, NULL, H3_TE_DEFAULT_TAP, &s->te_w));
+    H3_TRY(h3_te_create(s->be, s->te_w, &s->te));
+  }
+  if (s->te_w->cfg.hidden != s->dit_w->cfg.text_dim)
+    return h3_fail(H3_ERR_INVALID, "the text encoder's hidden size %lld differs from the transformer's text_dim %lld",
+                   (long long)s->te_w->cfg.hidden, (long long)s->dit_w->cfg.text_dim);
+  h3_te_presentation pres;
+  H3_TRY(h3_te_present_t2va(s->tok, prompt, strlen(prompt), &pres));
+  float *states = malloc((size_t)(pres.n * s->te_w->cfg.hidden) * sizeof(float));
+  h3_status st = states ? h3_te_forward(s->te, pres.ids, pres.n, NULL, states) : h3_fail(H3_ERR_NOMEM, "text states");
+  if (st != H3_OK) {
+    free(states);
+    h3_te_presentation_free(&pres);
+    return st;
+  }
+  out->states = states;
+  out->tags = pres.tags; /* ownership moves to `out` */
+  pres.tags = NULL;
+  out->n = pres.n;
+  out->dim = s->te_w->cfg.hidden;
+  h3_te_presentation_free(&pres);
+  return H3_OK;
 }

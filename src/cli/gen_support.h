@@ -16,7 +16,10 @@ typedef struct h3_gen_session {
   h3_dit *dit;
   h3_vvae_weights *vvae;
   h3_avae_decoder *avae;
-  void *text_encoder; /* h3_text_encoder when available */
+  /* prompt encoder, opened on first use */
+  struct h3_tokenizer *tok;
+  struct h3_te_weights *te_w;
+  struct h3_text_encoder *te;
   h3_gen_models models;
 } h3_gen_session;
 

@@ -14,6 +14,7 @@
 
 #include "core/log.h"
 #include "core/tensor.h"
+#include <jansson.h>
 #include "model/toy_weights.h"
 
 #define TOY_SEED 20261129u
@@ -91,6 +92,144 @@ static h3_status write_template(const char *dir, const h3_toy_template *t, uint6
   return st;
 }
 
+/* ---- toy tokenizer: byte-level BPE over the 256 byte symbols, a few merges,
+ * and Qwen's special tokens, written as vocab.json + merges.txt +
+ * tokenizer_config.json (the files the release ships). ---- */
+
+#define TOY_VOCAB 320
+static const char *const k_toy_specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>",
+                                            "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"};
+#define TOY_FIRST_SPECIAL 300
+
+static void utf8_put(unsigned cp, char *out) {
+  if (cp < 0x80) {
+    out[0] = (char)cp, out[1] = 0;
+  } else {
+    out[0] = (char)(0xC0 | (cp >> 6)), out[1] = (char)(0x80 | (cp & 0x3F)), out[2] = 0;
+  }
+}
+
+/* GPT-2's byte -> printable code point table (bytes_to_unicode). */
+static unsigned byte_symbol(unsigned b) {
+  if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) return b;
+  unsigned n = 0;
+  for (unsigned x = 0; x < b; x++)
+    if (!((x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF))) n++;
+  return 256 + n;
+}
+
+static h3_status write_json(const char *path, json_t *j) {
+  int rc = json_dump_file(j, path, JSON_INDENT(1) | JSON_ENSURE_ASCII);
+  json_decref(j);
+  return rc == 0 ? H3_OK : h3_fail(H3_ERR_IO, "%s: cannot write", path);
+}
+
+static h3_status write_toy_tokenizer(const char *dir) {
+  char path[4400];
+  snprintf(path, sizeof path, "%s/tokenizer", dir);
+  H3_TRY(mkdir_one(path));
+  json_t *vocab = json_object();
+  char sym[8];
+  for (unsigned b = 0; b < 256; b++) {
+    utf8_put(byte_symbol(b), sym);
+    json_object_set_new(vocab, sym, json_integer(b));
+  }
+  /* a few merges so that BPE has work to do: "Ġt", "he", "in", "Ġa", "er", "Ġthe" */
+  const char *pairs[][3] = {{"\xc4\xa0", "t", "\xc4\xa0" "t"}, {"h", "e", "he"}, {"i", "n", "in"},
+                            {"\xc4\xa0", "a", "\xc4\xa0" "a"}, {"e", "r", "er"}, {"\xc4\xa0" "t", "he", "\xc4\xa0" "the"}};
+  snprintf(path, sizeof path, "%s/tokenizer/merges.txt", dir);
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    json_decref(vocab);
+    return h3_fail(H3_ERR_IO, "%s: cannot write", path);
+  }
+  fputs("#version: 0.2\n", f);
+  for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+    fprintf(f, "%s %s\n", pairs[i][0], pairs[i][1]);
+    json_object_set_new(vocab, pairs[i][2], json_integer(256 + (json_int_t)i));
+  }
+  if (fclose(f) != 0) {
+    json_decref(vocab);
+    return h3_fail(H3_ERR_IO, "%s: write failed", path);
+  }
+  snprintf(path, sizeof path, "%s/tokenizer/vocab.json", dir);
+  H3_TRY(write_json(path, vocab));
+  json_t *cfg = json_object(), *added = json_object();
+  for (size_t i = 0; i < sizeof k_toy_specials / sizeof *k_toy_specials; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "%d", TOY_FIRST_SPECIAL + (int)i);
+    json_object_set_new(added, id, json_pack("{s:s, s:b, s:b, s:b, s:b, s:b}", "content", k_toy_specials[i], "lstrip", 0,
+                                             "normalized", 0, "rstrip", 0, "single_word", 0, "special", 1));
+  }
+  json_object_set_new(cfg, "added_tokens_decoder", added);
+  json_object_set_new(cfg, "tokenizer_class", json_string("Qwen2Tokenizer"));
+  json_object_set_new(cfg, "eos_token", json_string("<|im_end|>"));
+  json_object_set_new(cfg, "pad_token", json_string("<|endoftext|>"));
+  json_object_set_new(cfg, "model_max_length", json_integer(262144));
+  snprintf(path, sizeof path, "%s/tokenizer/tokenizer_config.json", dir);
+  return write_json(path, cfg);
+}
+
+/* ---- toy Qwen3-VL text encoder: 50 tiny decoder layers (the tap is layer 50). ---- */
+
+static h3_status write_toy_text_encoder(const char *dir, uint64_t seed) {
+  const int64_t H = TOY_TEXT_DIM, heads = 2, kv = 1, D = 16, I = 96, L = 50;
+  char path[4400];
+  snprintf(path, sizeof path, "%s/text_encoder", dir);
+  H3_TRY(mkdir_one(path));
+  json_t *tc = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:b, s:b, s:s}", "model_type",
+                         "qwen3_vl_text", "hidden_size", (json_int_t)H, "intermediate_size", (json_int_t)I,
+                         "num_attention_heads", (json_int_t)heads, "num_key_value_heads", (json_int_t)kv, "head_dim",
+                         (json_int_t)D, "num_hidden_layers", (json_int_t)L, "vocab_size", (json_int_t)TOY_VOCAB,
+                         "rms_norm_eps", 1e-6, "max_position_embeddings", (json_int_t)262144, "attention_bias", 0,
+                         "tie_word_embeddings", 0, "hidden_act", "silu");
+  json_object_set_new(tc, "rope_parameters", json_pack("{s:b, s:[I,I,I], s:f, s:s}", "mrope_interleaved", 1,
+                                                       "mrope_section", (json_int_t)4, (json_int_t)2, (json_int_t)2,
+                                                       "rope_theta", 5000000.0, "rope_type", "default"));
+  json_t *cfg = json_pack("{s:[s], s:s, s:I, s:I, s:I, s:I, s:b}", "architectures", "Qwen3VLForConditionalGeneration",
+                          "model_type", "qwen3_vl", "image_token_id", (json_int_t)(TOY_FIRST_SPECIAL + 5),
+                          "video_token_id", (json_int_t)(TOY_FIRST_SPECIAL + 6), "vision_start_token_id",
+                          (json_int_t)(TOY_FIRST_SPECIAL + 3), "vision_end_token_id",
+                          (json_int_t)(TOY_FIRST_SPECIAL + 4), "_h3_toy", 1);
+  json_object_set_new(cfg, "text_config", tc);
+  snprintf(path, sizeof path, "%s/text_encoder/config.json", dir);
+  H3_TRY(write_json(path, cfg));
+  h3_toy_writer *w = NULL;
+  H3_TRY(h3_toy_writer_create(seed, &w));
+  h3_status st = H3_OK;
+#define ADD(name, nd, a, b, sc, off)                                        \
+  do {                                                                      \
+    int64_t shp_[2] = {a, b};                                               \
+    if (st == H3_OK) st = h3_toy_add(w, name, H3_DT_BF16, nd, shp_, sc, off); \
+  } while (0)
+  ADD("model.language_model.embed_tokens.weight", 2, TOY_VOCAB, H, 1.0f, 0.0f);
+  char n[160];
+  const float wsc = 1.0f / sqrtf((float)H), osc = 0.5f / sqrtf((float)(heads * D)), dsc = 0.5f / sqrtf((float)I);
+  for (int64_t l = 0; l < L; l++) {
+#define LN(suffix) (snprintf(n, sizeof n, "model.language_model.layers.%lld.%s", (long long)l, suffix), n)
+    ADD(LN("input_layernorm.weight"), 1, H, 0, 0.05f, 1.0f);
+    ADD(LN("post_attention_layernorm.weight"), 1, H, 0, 0.05f, 1.0f);
+    ADD(LN("self_attn.q_proj.weight"), 2, heads * D, H, wsc, 0.0f);
+    ADD(LN("self_attn.k_proj.weight"), 2, kv * D, H, wsc, 0.0f);
+    ADD(LN("self_attn.v_proj.weight"), 2, kv * D, H, wsc, 0.0f);
+    ADD(LN("self_attn.o_proj.weight"), 2, H, heads * D, osc, 0.0f);
+    ADD(LN("self_attn.q_norm.weight"), 1, D, 0, 0.05f, 1.0f);
+    ADD(LN("self_attn.k_norm.weight"), 1, D, 0, 0.05f, 1.0f);
+    ADD(LN("mlp.gate_proj.weight"), 2, I, H, wsc, 0.0f);
+    ADD(LN("mlp.up_proj.weight"), 2, I, H, wsc, 0.0f);
+    ADD(LN("mlp.down_proj.weight"), 2, H, I, dsc, 0.0f);
+#undef LN
+  }
+  ADD("model.language_model.norm.weight", 1, H, 0, 0.05f, 1.0f);
+#undef ADD
+  if (st == H3_OK) {
+    snprintf(path, sizeof path, "%s/text_encoder/model.safetensors", dir);
+    st = h3_toy_write(w, path);
+  }
+  h3_toy_writer_free(w);
+  return st;
+}
+
 static h3_status build(const char *dir) {
   H3_TRY(mkdir_one(dir));
   char path[4400];
@@ -101,6 +240,8 @@ static h3_status build(const char *dir) {
   snprintf(path, sizeof path, "%s/transformer", dir);
   H3_TRY(h3_toy_write_dit(path, &dc, TOY_SEED));
   for (int i = 0; i < h3_toy_n_templates; i++) H3_TRY(write_template(dir, &h3_toy_templates[i], TOY_SEED + 1 + (uint64_t)i));
+  H3_TRY(write_toy_tokenizer(dir));
+  H3_TRY(write_toy_text_encoder(dir, TOY_SEED + 100));
   snprintf(path, sizeof path, "%s/" MARKER, dir);
   return write_text(path, "h3 toy model " H3_TOY_VERSION "\n");
 }

@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 
-#define H3_TOY_VERSION "v1"
+#define H3_TOY_VERSION "v2"
 
 /* Create the toy snapshot in `dir` unless a complete one is already there. */
 h3_status h3_toy_model_ensure(const char *dir);

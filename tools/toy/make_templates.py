@@ -55,7 +55,7 @@ def audio_vae_toy():
 
 COMPONENTS = [
     # (name in the toy snapshot, fixture folder in diffusers layout, tensor-name filter)
-    ("vae", "tests/golden/video_vae/diffusers", lambda k: not k.startswith("encoder.") and k != "quant_conv.weight"
+    ("vae", "tests/golden/generate/vae", lambda k: not k.startswith("encoder.") and k != "quant_conv.weight"
      and k != "quant_conv.bias"),
     ("audio_vae", audio_vae_toy, None),
 ]
