@@ -109,13 +109,21 @@ static plan make_plan(const h3_dit_config *c, int64_t S, int64_t Nv, int64_t Na,
 }
 
 #define F32B(n) h3_arena_round((size_t)(n) * 4)
+static int64_t max3(int64_t a, int64_t b, int64_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+/* F32 staging for the fp32 islands' inputs/outputs before conversion to the activation dtype. */
+static int64_t stage_elems(const h3_dit_config *c, int64_t Nv, int64_t Na, int64_t Nt, int64_t K) {
+  const int64_t H = c->hidden;
+  return max3(max3(Nv, Na, 1) * H, Nt * c->text_dim, K * 18 * H);
+}
 size_t h3_dit_arena_bytes(const h3_dit_config *c, int64_t S, int64_t Nv, int64_t Na, int64_t Nt, int64_t K) {
   plan p = make_plan(c, S, Nv, Na, Nt, K);
   const int64_t H = c->hidden, R = h3_dit_rot_dim(c), T = c->time_embed_dim;
   int64_t th = c->time_hidden > c->freq_dim ? c->time_hidden : c->freq_dim;
   size_t b = 0;
+  /* activations are planned at 4 bytes an element: exact for f32, twice what bf16 needs */
   b += 4 * F32B(S * H);                 /* x, h, y, t2 */
   b += F32B(S * p.wide) + F32B(S * p.mid);
+  b += F32B(stage_elems(c, Nv, Na, Nt, K)) + F32B(K * T);
   b += 2 * F32B(S * R);                 /* cos, sin */
   b += 2 * F32B(S) + F32B(Nv) + F32B(Na) + F32B(Nt); /* i32 index vectors */
   b += F32B(Nv * h3_dit_patch_dim(c)) * 2 + F32B(Na * c->audio_in_channels) * 2 + F32B(Nt * c->text_dim);
@@ -172,6 +180,20 @@ static h3_status cast_bf16(h3_dit *m, h3_tensor *x) {
   return m->prec == H3_PRECISION_BF16 ? OPS->round_bf16(m->be, x) : H3_OK;
 }
 
+/* The block stack's activation dtype: bf16 storage where the backend keeps
+ * activations in bf16 (CUDA) and the precision is bf16; f32 otherwise (the CPU
+ * emulates bf16 rounding in f32 storage). */
+static h3_dtype act_dtype(const h3_dit *m) {
+  return m->prec == H3_PRECISION_BF16 && m->be->act_dtype == H3_DT_BF16 ? H3_DT_BF16 : H3_DT_F32;
+}
+
+/* An fp32 island's output (F32 `src`) into the stack's dtype: the reference's
+ * `.to(bf16)`.  With f32 storage `dst` is `src` itself, rounded in place. */
+static h3_status to_act(h3_dit *m, h3_tensor *src, h3_tensor *dst) {
+  if (dst->dtype == H3_DT_F32 && dst->data == src->data) return cast_bf16(m, src);
+  return OPS->copy_convert(m->be, src, dst);
+}
+
 /* qkv = h W_qkv^T (fused, or to_q/to_k/to_v into column thirds) */
 static h3_status qkv_proj(h3_dit *m, const h3_dit_block_weights *bw, const h3_tensor *h, h3_tensor *qkv) {
   if (bw->n_qkv == 1) return OPS->linear(m->be, h, &bw->qkv[0], NULL, qkv);
@@ -221,7 +243,6 @@ static h3_status text_path(h3_dit *m, h3_tensor *tin, h3_tensor *t, scratch *sc)
   const h3_dit_weights *w = m->w;
   const h3_dit_config *c = &w->cfg;
   const int64_t n = t->shape[0];
-  H3_TRY(cast_bf16(m, tin)); /* encoder_hidden_states.to(bf16) */
   H3_TRY(OPS->linear(m->be, tin, &w->cond_w, &w->cond_b, t));
   h3_tensor h = rows_of(&sc->h, n), y = rows_of(&sc->y, n);
   for (int64_t j = 0; j < c->num_refiner_layers; j++) {
@@ -313,14 +334,17 @@ h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, f
   H3_TRY(ensure_arena(m, h3_dit_arena_bytes(c, S, Nv, Na, Nt, K)));
   m->be->emulate_bf16 = m->prec == H3_PRECISION_BF16;
 
-  h3_tensor x, t2, cosT, sinT, idx_ada, idx_t, vidx, aidx, tidx, vin, ain, tin, vout, aout;
+  h3_tensor x, t2, cosT, sinT, idx_ada, idx_t, vidx, aidx, tidx, vin, ain, tin, vout, aout, stage;
   scratch sc;
-  H3_TRY(take(m, H3_DT_F32, S, H, &x));
-  H3_TRY(take(m, H3_DT_F32, S, H, &sc.h));
-  H3_TRY(take(m, H3_DT_F32, S, H, &sc.y));
-  H3_TRY(take(m, H3_DT_F32, S, H, &t2));
-  H3_TRY(take(m, H3_DT_F32, S, p.wide, &sc.wide));
-  H3_TRY(take(m, H3_DT_F32, S, p.mid, &sc.mid));
+  const h3_dtype act = act_dtype(m);
+  const bool f32_act = act == H3_DT_F32;
+  H3_TRY(take(m, act, S, H, &x));
+  H3_TRY(take(m, act, S, H, &sc.h));
+  H3_TRY(take(m, act, S, H, &sc.y));
+  H3_TRY(take(m, act, S, H, &t2));
+  H3_TRY(take(m, act, S, p.wide, &sc.wide));
+  H3_TRY(take(m, act, S, p.mid, &sc.mid));
+  H3_TRY(take(m, H3_DT_F32, stage_elems(c, Nv, Na, Nt, K), 1, &stage));
   H3_TRY(take(m, H3_DT_F32, S, R, &cosT));
   H3_TRY(take(m, H3_DT_F32, S, R, &sinT));
   H3_TRY(take_idx(m, S, &idx_ada));
@@ -338,6 +362,14 @@ h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, f
   H3_TRY(upload_f32(m, &vin, in->hidden_states));
   H3_TRY(upload_f32(m, &ain, in->audio_hidden_states));
   H3_TRY(upload_f32(m, &tin, in->encoder_hidden_states));
+  /* encoder_hidden_states.to(bf16) */
+  h3_tensor tin_act = tin;
+  if (!f32_act) {
+    tin_act = h3_tensor_2d(stage.data, act, Nt, c->text_dim);
+    H3_TRY(OPS->copy_convert(m->be, &tin, &tin_act));
+  } else {
+    H3_TRY(cast_bf16(m, &tin));
+  }
   H3_TRY(upload_i32(m, &idx_ada, in->timestep_indices, S, 3, in->token_tags)); /* row 3m + tag */
   H3_TRY(upload_i32(m, &idx_t, in->timestep_indices, S, 1, NULL));
   H3_TRY(upload_i32(m, &vidx, in->video_indices, Nv, 1, NULL));
@@ -355,28 +387,29 @@ h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, f
 
   /* 1. text stream -> packed buffer */
   h3_tensor tt = rows_of(&t2, Nt);
-  H3_TRY(text_path(m, &tin, &tt, &sc));
+  H3_TRY(text_path(m, &tin_act, &tt, &sc));
   H3_TRY(OPS->zero(m->be, &x));
   H3_TRY(OPS->scatter_rows(m->be, &x, &tidx, &tt));
   /* 2. patch projections (fp32), cast to the stack's dtype, scattered */
   if (Nv > 0) {
-    h3_tensor e = rows_of(&t2, Nv);
-    H3_TRY(linear_f32(m, &vin, &w->video_in_w, &w->video_in_b, &e));
-    H3_TRY(cast_bf16(m, &e));
+    h3_tensor e32 = h3_tensor_2d(stage.data, H3_DT_F32, Nv, H), e = f32_act ? e32 : rows_of(&t2, Nv);
+    H3_TRY(linear_f32(m, &vin, &w->video_in_w, &w->video_in_b, &e32));
+    H3_TRY(to_act(m, &e32, &e));
     H3_TRY(OPS->scatter_rows(m->be, &x, &vidx, &e));
   }
   if (Na > 0) {
-    h3_tensor e = rows_of(&t2, Na);
-    H3_TRY(linear_f32(m, &ain, &w->audio_in_w, &w->audio_in_b, &e));
-    H3_TRY(cast_bf16(m, &e));
+    h3_tensor e32 = h3_tensor_2d(stage.data, H3_DT_F32, Na, H), e = f32_act ? e32 : rows_of(&t2, Na);
+    H3_TRY(linear_f32(m, &ain, &w->audio_in_w, &w->audio_in_b, &e32));
+    H3_TRY(to_act(m, &e32, &e));
     H3_TRY(OPS->scatter_rows(m->be, &x, &aidx, &e));
   }
 
   /* 3. time path: u [K, T] = bf16(silu(e(t))) or the curve features c(t) */
-  h3_tensor u, tab, ftab;
+  h3_tensor u, u_act, tab, ftab;
   H3_TRY(take(m, H3_DT_F32, K, T, &u));
-  H3_TRY(take(m, H3_DT_F32, K, 18 * H, &tab));
-  H3_TRY(take(m, H3_DT_F32, K, 2 * H, &ftab));
+  H3_TRY(take(m, act, K, T, &u_act));
+  H3_TRY(take(m, act, K, 18 * H, &tab));
+  H3_TRY(take(m, act, K, 2 * H, &ftab));
   if (c->curve) {
     float *cf = malloc((size_t)(K * T) * sizeof(float));
     if (!cf) return h3_fail(H3_ERR_NOMEM, "curve features");
@@ -398,17 +431,26 @@ h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, f
     H3_TRY(silu_f32(m, &th));
     H3_TRY(linear_f32(m, &th, &w->time2_w, &w->time2_b, &u));
     H3_TRY(silu_f32(m, &u)); /* AdaLN input: silu at fp32, then one rounding */
+  }
+  if (c->curve) {
+    u_act = u; /* curve AdaLN runs in fp32 */
+  } else if (f32_act) {
     H3_TRY(cast_bf16(m, &u));
+    u_act = u;
+  } else {
+    H3_TRY(OPS->copy_convert(m->be, &u, &u_act));
   }
   /* AdaLN tables: bf16 Linears on u (full), fp32 Linears + one rounding (curve). */
-#define ADALN(wt, bt, dst)                                          \
-  do {                                                              \
-    if (c->curve) {                                                 \
-      H3_TRY(linear_f32(m, &u, &(wt), &(bt), &(dst)));              \
-      H3_TRY(cast_bf16(m, &(dst)));                                 \
-    } else {                                                        \
-      H3_TRY(OPS->linear(m->be, &u, &(wt), &(bt), &(dst)));         \
-    }                                                               \
+#define ADALN(wt, bt, dst)                                                              \
+  do {                                                                                  \
+    if (c->curve) { /* fp32 Linear, one rounding of the modulation vectors */          \
+      h3_tensor d32_ = h3_tensor_2d(f32_act ? (dst).data : stage.data, H3_DT_F32,         \
+                                    (dst).shape[0], (dst).shape[1]);                      \
+      H3_TRY(linear_f32(m, &u, &(wt), &(bt), &d32_));                                   \
+      H3_TRY(to_act(m, &d32_, &(dst)));                                                 \
+    } else {                                                                            \
+      H3_TRY(OPS->linear(m->be, &u_act, &(wt), &(bt), &(dst)));                         \
+    }                                                                                   \
   } while (0)
 
   /* 4. the block stack */
@@ -416,7 +458,7 @@ h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, f
     const h3_dit_block_weights *bw = &w->blocks[i];
     ADALN(bw->ada_w, bw->ada_b, tab);
     /* [K, 18H] viewed as [3K, 6H]: row 3m + modality, chunks shift/scale/gate x (msa, mlp) */
-    h3_tensor tab6 = h3_tensor_2d(tab.data, H3_DT_F32, 3 * K, 6 * H);
+    h3_tensor tab6 = h3_tensor_2d(tab.data, act, 3 * K, 6 * H);
     H3_TRY(OPS->rmsnorm_modulate(m->be, &x, &bw->norm1, (float)c->norm_eps, &tab6, &idx_ada, 0, H, &sc.h));
     H3_TRY(attn_sublayer(m, bw, S, &sc.h, &cosT, &sinT, &sc));
     H3_TRY(OPS->gated_residual(m->be, &x, &sc.y, &tab6, &idx_ada, 2 * H));
@@ -429,16 +471,19 @@ h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, f
   ADALN(w->final_ada_w, w->final_ada_b, ftab);
 #undef ADALN
   H3_TRY(OPS->rmsnorm_modulate(m->be, &x, &w->final_norm, (float)c->final_norm_eps, &ftab, &idx_t, 0, H, &sc.h));
+  /* `.to(fp32)` before the heads */
   if (Nv > 0) {
-    h3_tensor g = rows_of(&t2, Nv);
+    h3_tensor g = rows_of(&t2, Nv), g32 = h3_tensor_2d(stage.data, H3_DT_F32, Nv, H);
     H3_TRY(OPS->gather_rows(m->be, &g, &sc.h, &vidx));
-    H3_TRY(linear_f32(m, &g, &w->video_out_w, &w->video_out_b, &vout));
+    if (!f32_act) H3_TRY(OPS->copy_convert(m->be, &g, &g32));
+    H3_TRY(linear_f32(m, f32_act ? &g : &g32, &w->video_out_w, &w->video_out_b, &vout));
     H3_TRY(OPS->download(m->be, video_out, vout.data, h3_tensor_nbytes(&vout)));
   }
   if (Na > 0) {
-    h3_tensor g = rows_of(&t2, Na);
+    h3_tensor g = rows_of(&t2, Na), g32 = h3_tensor_2d(stage.data, H3_DT_F32, Na, H);
     H3_TRY(OPS->gather_rows(m->be, &g, &sc.h, &aidx));
-    H3_TRY(linear_f32(m, &g, &w->audio_out_w, &w->audio_out_b, &aout));
+    if (!f32_act) H3_TRY(OPS->copy_convert(m->be, &g, &g32));
+    H3_TRY(linear_f32(m, f32_act ? &g : &g32, &w->audio_out_w, &w->audio_out_b, &aout));
     H3_TRY(OPS->download(m->be, audio_out, aout.data, h3_tensor_nbytes(&aout)));
   }
   H3_TRY(OPS->sync(m->be));
