@@ -64,6 +64,7 @@ rm "$tmp/corrupt/transformer" && cp -r "$H3_SOURCE_DIR/tests/golden/dit/tiny/dif
 truncate -s 1000 "$tmp/corrupt/transformer/diffusion_pytorch_model-00002-of-00002.safetensors"
 expect "corrupt model" 1 "diffusion_pytorch_model-00002-of-00002.safetensors" -- "${g[@]}" --model "$tmp/corrupt" --text-states "$H3_SOURCE_DIR/tests/golden/dit/tiny/t2va.in.safetensors" --frames 124 --size 64x96
 expect "prompt file missing" 1 "prompt file" -- "$H3" generate -q -f "$tmp/none.txt" --frames 22
+expect "empty prompt" 1 "empty prompt" -- "$H3" generate -q -p "" --frames 22 --size 128 --steps 2 -o "$tmp/err.mp4"
 expect "no prompt" 2 "no prompt" -- "$H3" generate -q --frames 22
 expect "both frames and seconds" 2 "not both" -- "${g[@]}" --frames 22 --seconds 5
 [ ! -e "$tmp/err.mp4" ] && [ -z "$(ls /nonexistent/dir 2>/dev/null)" ] && ok "no partial outputs" || bad "partial output left"

@@ -2,7 +2,7 @@
 # Tokenizer throughput on one core: runs `h3 stage tokenize` over generated
 # prompt text and reports MB/s of UTF-8 text (JSON quoting not counted).
 #
-#   tools/bench_tokenizer.sh [BUILD_DIR [MODEL [SIZE_MB]]]
+#   bench/tokenizer.sh [BUILD_DIR [MODEL [SIZE_MB]]]
 #
 # BUILD_DIR defaults to build, MODEL to ../shared/data/minimax-h3-snapshot,
 # SIZE_MB (per corpus) to 32.  Two corpora, generated deterministically:
