@@ -44,7 +44,9 @@ static void usage(FILE *f) {
           "  --latents-out FILE      also write the final latents (safetensors)\n"
           "model:\n"
           "  --model PATH            MiniMax-H3 snapshot (default: the built-in toy model)\n"
-          "  --precision f32|bf16    CPU numerics (default f32)\n"
+          "  --device cpu|cuda[:N]   compute device (default: cuda when present, else cpu)\n"
+          "  --precision f32|bf16    numerics: f32 exact, bf16 the released mixed precision\n"
+          "                          (default: f32 on the CPU, bf16 on CUDA)\n"
           "  --threads N             CPU threads\n"
           "display:\n"
           "  --plain                 plain progress lines even on a terminal\n"
@@ -86,7 +88,7 @@ int h3_cmd_generate(int argc, char **argv) {
   const char *prompt = NULL, *file = NULL, *text_states = NULL, *outp = NULL, *frames = NULL, *seconds = NULL;
   const char *width = NULL, *height = NULL, *size = NULL, *steps = NULL, *seed_s = NULL, *crf = NULL;
   const char *no_audio = NULL, *frames_dir = NULL, *wav = NULL, *latents_out = NULL, *model = NULL;
-  const char *prec = "f32", *threads = NULL, *plain = NULL, *quiet = NULL, *verbose = NULL;
+  const char *prec = NULL, *device = NULL, *threads = NULL, *plain = NULL, *quiet = NULL, *verbose = NULL;
   const h3_opt opts[] = {
       {"--prompt", "-p", true, &prompt},        {"--file", "-f", true, &file},
       {"--text-states", NULL, true, &text_states}, {"--output", "-o", true, &outp},
@@ -98,6 +100,7 @@ int h3_cmd_generate(int argc, char **argv) {
       {"--wav", NULL, true, &wav},              {"--latents-out", NULL, true, &latents_out},
       {"--model", "-m", true, &model},          {"--precision", NULL, true, &prec},
       {"--threads", NULL, true, &threads},      {"--plain", NULL, false, &plain},
+      {"--device", NULL, true, &device},
       {"--quiet", "-q", false, &quiet},         {"--verbose", "-v", false, &verbose},
   };
   int rc = h3_parse_opts(argc, argv, opts, (int)(sizeof opts / sizeof *opts), NULL, 0, NULL);
@@ -153,10 +156,9 @@ int h3_cmd_generate(int argc, char **argv) {
   } else {
     seed = h3_random_seed();
   }
-  h3_precision pr;
-  if (!strcmp(prec, "f32")) pr = H3_PRECISION_F32;
-  else if (!strcmp(prec, "bf16")) pr = H3_PRECISION_BF16;
-  else return h3_cli_usage_error("--precision must be f32 or bf16");
+  h3_precision pr = H3_PRECISION_F32;
+  if (prec && !strcmp(prec, "bf16")) pr = H3_PRECISION_BF16;
+  else if (prec && strcmp(prec, "f32")) return h3_cli_usage_error("--precision must be f32 or bf16");
   if (threads) {
     if (parse_i64("--threads", threads, 1, 4096, &v) != H3_OK) return h3_cli_fail(NULL);
     setenv("H3_THREADS", threads, 1);
@@ -190,7 +192,8 @@ int h3_cmd_generate(int argc, char **argv) {
   memset(&res, 0, sizeof res);
   h3_gen_text text;
   memset(&text, 0, sizeof text);
-  if (h3_gen_session_open(&sess, model, pr, !no_audio) != H3_OK) goto done;
+  if (h3_gen_session_open(&sess, model, device, pr, !no_audio) != H3_OK) goto done;
+  if (!prec && sess.be->act_dtype == H3_DT_BF16) h3_dit_set_precision(sess.dit, H3_PRECISION_BF16);
   if (!quiet) {
     if (sess.toy)
       fprintf(stderr, "h3: using the built-in TOY model (tiny random weights: the output is noise).\n"
@@ -211,9 +214,10 @@ int h3_cmd_generate(int argc, char **argv) {
   double t_mux = h3_now_s();
   char seed_str[32], settings[512];
   snprintf(seed_str, sizeof seed_str, "%llu", (unsigned long long)seed);
-  snprintf(settings, sizeof settings, "frames=%lld size=%lldx%lld steps=%lld seed=%llu precision=%s model=%s",
+  snprintf(settings, sizeof settings, "frames=%lld size=%lldx%lld steps=%lld seed=%llu precision=%s device=%s model=%s",
            (long long)rr.num_frames, (long long)rr.width, (long long)rr.height, (long long)rr.num_inference_steps,
-           (unsigned long long)seed, prec, sess.toy ? "built-in toy" : model);
+           (unsigned long long)seed, h3_dit_get_precision(sess.dit) == H3_PRECISION_BF16 ? "bf16" : "f32", sess.be->name,
+           sess.toy ? "built-in toy" : model);
   const char *meta[] = {"prompt", prompt ? prompt : "(text states)", "seed", seed_str, "settings", settings,
                         "encoder", "h3 " H3_VERSION_STRING};
   h3_mp4_options mo;

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/backend_select.h"
 #include "core/log.h"
 #include "io/safetensors.h"
 #include "io/st_read.h"
@@ -174,7 +175,8 @@ h3_status h3_toy_model_dir(char *buf, size_t cap) {
   return h3_toy_model_ensure(buf);
 }
 
-h3_status h3_gen_session_open(h3_gen_session *s, const char *model, h3_precision prec, bool want_audio) {
+h3_status h3_gen_session_open(h3_gen_session *s, const char *model, const char *device, h3_precision prec,
+                              bool want_audio) {
   memset(s, 0, sizeof *s);
   if (!model) {
     s->toy = true;
@@ -182,7 +184,7 @@ h3_status h3_gen_session_open(h3_gen_session *s, const char *model, h3_precision
   } else {
     snprintf(s->model_path, sizeof s->model_path, "%s", model);
   }
-  H3_TRY(h3_backend_cpu_create(&s->be));
+  H3_TRY(h3_backend_create_named(device, &s->be));
   H3_TRY(h3_dit_weights_open(s->model_path, H3_PART_FL2VA, &s->dit_w));
   H3_TRY(h3_dit_create(s->be, s->dit_w, prec, &s->dit));
   H3_TRY(h3_vvae_open(s->model_path, &s->vvae));

@@ -24,7 +24,9 @@ typedef struct h3_gen_session {
 } h3_gen_session;
 
 /* model NULL: the built-in toy (created under $H3_TOY_DIR or ~/.cache/h3 on first use). */
-h3_status h3_gen_session_open(h3_gen_session *s, const char *model, h3_precision prec, bool want_audio);
+/* device: "cpu", "cuda", "cuda:N" or NULL (auto). */
+h3_status h3_gen_session_open(h3_gen_session *s, const char *model, const char *device, h3_precision prec,
+                              bool want_audio);
 void h3_gen_session_close(h3_gen_session *s);
 /* Text condition from a states file, or by encoding the prompt. */
 h3_status h3_gen_session_text(h3_gen_session *s, const char *prompt, const char *states_path, h3_gen_text *out);

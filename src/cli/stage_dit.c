@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "backend/backend_select.h"
 #include "core/log.h"
 #include "model/dit.h"
 
@@ -22,6 +23,7 @@ static void usage(FILE *f) {
           "  --variant fl2va|ref2va  which transformer of a snapshot (default fl2va: t2va + fl2va)\n"
           "  --precision f32|bf16 f32: all activations f32 (default, exact); bf16: the released\n"
           "                       mixed precision (bf16 body, fp32 patch/time/head islands)\n"
+          "  --device cpu|cuda[:N] compute device (default: cuda when present, else cpu)\n"
           "  --threads N          CPU threads (default: all cores)\n"
           "  -v, -q               more / less logging\n");
 }
@@ -32,11 +34,12 @@ int h3_stage_dit(int argc, char **argv) {
     return 0;
   }
   const char *model = NULL, *inp = NULL, *outp = NULL, *prec = "f32", *variant = "fl2va", *threads = NULL;
-  const char *verbose = NULL, *quiet = NULL;
+  const char *verbose = NULL, *quiet = NULL, *device = NULL;
   const h3_opt opts[] = {
       {"--model", "-m", true, &model},       {"--in", NULL, true, &inp},         {"--out", "-o", true, &outp},
       {"--precision", NULL, true, &prec},    {"--variant", NULL, true, &variant}, {"--threads", NULL, true, &threads},
       {"--verbose", "-v", false, &verbose},  {"--quiet", "-q", false, &quiet},
+      {"--device", NULL, true, &device},
   };
   int rc = h3_parse_opts(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL);
   if (rc) return rc;
@@ -71,7 +74,7 @@ int h3_stage_dit(int argc, char **argv) {
           (long long)w->cfg.head_dim);
   if (h3_st_set_open(inp, &in_set) != H3_OK) goto done;
   if (h3_dit_inputs_read(in_set, &w->cfg, &in, &own) != H3_OK) goto done;
-  if (h3_backend_cpu_create(&be) != H3_OK) goto done;
+  if (h3_backend_create_named(device, &be) != H3_OK) goto done;
   if (h3_dit_create(be, w, pr, &dit) != H3_OK) goto done;
   const int64_t P = h3_dit_patch_dim(&w->cfg), A = w->cfg.audio_in_channels;
   vout = malloc((size_t)(in.n_video * P + 1) * sizeof(float));

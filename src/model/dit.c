@@ -34,6 +34,9 @@ h3_status h3_dit_create(h3_backend *be, const h3_dit_weights *w, h3_precision pr
   return H3_OK;
 }
 
+void h3_dit_set_precision(h3_dit *m, h3_precision prec) { m->prec = prec; }
+h3_precision h3_dit_get_precision(const h3_dit *m) { return m->prec; }
+
 void h3_dit_destroy(h3_dit *m) {
   if (!m) return;
   if (m->mem) m->be->ops->free(m->be, m->mem);

@@ -31,6 +31,8 @@ typedef struct h3_dit h3_dit;
 
 h3_status h3_dit_create(h3_backend *be, const h3_dit_weights *w, h3_precision prec, h3_dit **out);
 void h3_dit_destroy(h3_dit *m);
+void h3_dit_set_precision(h3_dit *m, h3_precision prec);
+h3_precision h3_dit_get_precision(const h3_dit *m);
 /* Check an input layout against the config (sizes, index ranges, tags). */
 h3_status h3_dit_check_inputs(const h3_dit_config *c, const h3_dit_inputs *in);
 /* One forward: fills video_out [n_video, patch_dim] and audio_out [n_audio, audio_in_channels] (host). */
