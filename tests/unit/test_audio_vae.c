@@ -488,7 +488,7 @@ static void test_errors(void) {
 }
 
 int main(void) {
-  if (h3_backend_cpu_create(&g_be) != H3_OK) {
+  if (h3t_backend(&g_be) != H3_OK) {
     fprintf(stderr, "cpu backend: %s\n", h3_last_error());
     return 1;
   }

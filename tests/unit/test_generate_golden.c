@@ -202,7 +202,7 @@ int main(void) {
   h3_dit *dit = NULL;
   h3_vvae_weights *vw = NULL;
   h3_avae_decoder *ad = NULL;
-  h3_status s = h3_backend_cpu_create(&be);
+  h3_status s = h3t_backend(&be);
   CHECK_MSG(s == H3_OK, "cpu backend: %s", h3_last_error());
   if (s == H3_OK) {
     snprintf(path, sizeof path, "%s/transformer", dir);

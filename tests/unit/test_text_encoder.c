@@ -410,7 +410,7 @@ int main(void) {
   json_error_t je;
   json_t *meta = json_load_file(p, 0, &je);
   CHECK(meta != NULL);
-  CHECK(h3_backend_cpu_create(&g_be) == H3_OK);
+  CHECK(h3t_backend(&g_be) == H3_OK);
   if (!g_cases || !g_be) return h3t_finish();
 
   h3_tokenizer *tok = NULL;

@@ -583,7 +583,7 @@ int main(void) {
   test_temporal();
   test_open();
   h3_backend *be = NULL;
-  if (h3_backend_cpu_create(&be) != H3_OK) {
+  if (h3t_backend(&be) != H3_OK) {
     fprintf(stderr, "cpu backend: %s\n", h3_last_error());
     return 1;
   }

@@ -1,5 +1,7 @@
 #include "testutil.h"
 
+#include "backend/backend_select.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,4 +47,12 @@ const char *h3t_source_dir(void) {
 const char *h3t_shared_dir(void) {
   const char *s = getenv("H3_SHARED_DIR");
   return s ? s : "../shared";
+}
+
+int h3t_backend(struct h3_backend **out) {
+  const char *dev = getenv("H3_TEST_DEVICE");
+  h3_status s = h3_backend_create_named(dev && *dev ? dev : "cpu", out);
+  if (s != H3_OK) fprintf(stderr, "backend %s: %s\n", dev ? dev : "cpu", h3_last_error());
+  else if (dev && *dev) printf("backend: %s\n", (*out)->name);
+  return s;
 }

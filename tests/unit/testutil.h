@@ -30,6 +30,9 @@ extern int h3t_failures, h3t_checks;
   } while (0)
 
 int h3t_finish(void);
+/* The backend golden tests run on: H3_TEST_DEVICE (cpu, cuda, cuda:N; default cpu). */
+struct h3_backend;
+int h3t_backend(struct h3_backend **out);
 /* ||a - b|| / ||b|| in double. */
 double h3t_rel_l2(const float *a, const float *b, size_t n);
 /* Deterministic uniform [-1, 1) floats. */
