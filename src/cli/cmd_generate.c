@@ -227,10 +227,11 @@ int h3_cmd_generate(int argc, char **argv) {
   mo.n_metadata = 4;
   h3_video_frames vf = h3_frames_fhwc(res.frames, H3_PIXEL_F32, (int)res.num_frames, (int)res.height, (int)res.width);
   h3_audio_track at = h3_audio_planar(res.audio, 2, res.audio_samples, (int)res.sample_rate);
-  if (h3_mp4_write(out_path, &vf, no_audio || !res.audio ? NULL : &at, &mo) != H3_OK) goto done;
-  if (frames_dir && h3_png_write_frames(frames_dir, &vf, 0) != H3_OK) goto done;
-  if (wav && res.audio && h3_wav_write(wav, &at) != H3_OK) goto done;
+  /* side outputs first: each file is written whole or not at all */
   if (latents_out && h3_write_latents(latents_out, &res) != H3_OK) goto done;
+  if (wav && res.audio && h3_wav_write(wav, &at) != H3_OK) goto done;
+  if (frames_dir && h3_png_write_frames(frames_dir, &vf, 0) != H3_OK) goto done;
+  if (h3_mp4_write(out_path, &vf, no_audio || !res.audio ? NULL : &at, &mo) != H3_OK) goto done;
   t_mux = h3_now_s() - t_mux;
   if (!quiet) h3_print_timing(stderr, &res, t_text, t_mux);
   printf("%s\n", out_path);
