@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# On the GPU machine (device tool), over the bundle of tools/device/make_bundle.sh:
+# the CUDA op tests, the golden parity suites on the CUDA backend, a toy
+# generate on the GPU, and compute-sanitizer memcheck on it.  Logs go to $OUT.
+set -uo pipefail
+out=${OUT:-/tmp/h3out}; mkdir -p "$out"
+root=/tmp/h3dev; rm -rf "$root"; mkdir -p "$root"
+tar -xJf .devbundle/bundle.tar.xz -C "$root"
+export LD_LIBRARY_PATH="$root/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export H3_SOURCE_DIR=$PWD OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX} NCCL_NVLS_ENABLE=0
+bin=$root/bin
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+summary=()
+run() { # NAME CMD...: log to $out/NAME.log, keep the tail for the summary
+  local name=$1; shift
+  local t0; t0=$(date +%s%N)
+  "$@" >"$out/$name.log" 2>&1; local rc=$?
+  local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  summary+=("$(printf '%-28s rc=%-3s %7d ms  %s' "$name" "$rc" "$ms" "$(grep -E 'checks|failed|FAIL|error' "$out/$name.log" | tail -1)")")
+}
+for t in test_cuda_backend test_cuda_attention test_cuda_vae_ops; do [ -x "$bin/$t" ] && run "$t" "$bin/$t"; done
+for t in test_dit_golden test_generate_golden test_video_vae test_audio_vae test_text_encoder; do
+  [ -x "$bin/$t" ] && H3_TEST_DEVICE=cuda run "cuda_$t" "$bin/$t"
+done
+export H3_TOY_DIR=/tmp/h3toy
+run toy_generate_gpu "$bin/h3" generate --device cuda -p "a red fox trotting through fresh snow" --frames 22 \
+  --size 256x256 --steps 4 --seed 7 -o /tmp/toy.mp4 --latents-out "$out/toy_gpu_latents.safetensors" --wav "$out/toy_gpu.wav"
+run toy_generate_cpu "$bin/h3" generate --device cpu -p "a red fox trotting through fresh snow" --frames 22 \
+  --size 256x256 --steps 4 --seed 7 -o /tmp/toy.mp4 --latents-out "$out/toy_cpu_latents.safetensors"
+if command -v compute-sanitizer >/dev/null; then
+  run memcheck_generate compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/h3" generate --device cuda -q \
+    -p "a red fox" --frames 22 --size 128 --steps 2 -o /tmp/ms.mp4 --latents-out /tmp/ms.safetensors
+  run memcheck_dit compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/h3" stage dit --device cuda -q \
+    --model tests/golden/dit/tiny/original --in tests/golden/dit/tiny/t2va_long.in.safetensors --out /tmp/o.safetensors
+fi
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
