@@ -164,4 +164,15 @@ struct h3_backend {
 h3_status h3_backend_cpu_create(h3_backend **out);
 void h3_backend_destroy(h3_backend *be);
 
+#ifdef H3_HAVE_CUDA
+/* Number of CUDA devices usable by the runtime (0 when none or no driver). */
+int h3_cuda_device_count(void);
+/* The CUDA backend on device `device` (src/backend/cuda): cuBLASLt + kernels,
+ * one stream.  act_dtype is BF16 (ops also take F32 activations);
+ * emulate_bf16 starts false.  Weight tensors may point into host memory (the
+ * mmapped checkpoint): each is uploaded once, on first use, and kept until
+ * destroy, so that host memory must not change meanwhile. */
+h3_status h3_backend_cuda_create(int device, h3_backend **out);
+#endif
+
 #endif

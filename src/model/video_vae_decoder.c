@@ -29,7 +29,8 @@ typedef struct vv_ctx {
   h3_arena host;
   float *tok;   /* [maxP, C] f32 tokens of the current call */
   float *rows;  /* [maxP, pv] f32 proj_out rows of the current call */
-  void *stage;  /* act-dtype staging when act_dtype != F32 */
+  void *stage;  /* act-dtype staging when adt != F32 */
+  h3_dtype adt; /* activation dtype of the decoder calls */
   float *cs, *sn; /* [maxN, rope_dim] */
 } vv_ctx;
 
@@ -43,15 +44,17 @@ static void ctx_free(vv_ctx *c) {
 
 /* Plan and allocate for calls of at most maxP patch tokens; extra_host bytes
  * are added to the host arena for the caller (tile buffers). */
-static h3_status ctx_init(vv_ctx *c, h3_backend *be, const h3_vvae_weights *w, int64_t maxP, size_t extra_host) {
+static h3_status ctx_init(vv_ctx *c, h3_backend *be, const h3_vvae_weights *w, int64_t maxP, size_t extra_host,
+                          h3_dtype adt) {
   memset(c, 0, sizeof *c);
   c->be = be;
   c->w = w;
+  c->adt = adt;
   const h3_vvae_config *g = &w->cfg;
   if (!be || !be->ops || !be->ops->layernorm || !be->ops->scaled_residual || !be->ops->copy_convert)
     return h3_fail(H3_ERR_UNSUPPORTED, "video VAE: backend '%s' lacks the video VAE ops",
                    be && be->name ? be->name : "?");
-  size_t es = h3_dtype_size(be->act_dtype);
+  size_t es = h3_dtype_size(adt);
   if (!es) return h3_fail(H3_ERR_INTERNAL, "video VAE: backend activation dtype");
   int64_t C = g->latent_channels, D = g->dim, F = g->ffn_inner, rot = g->rope_dim;
   c->maxP = maxP;
@@ -70,7 +73,7 @@ static h3_status ctx_init(vv_ctx *c, h3_backend *be, const h3_vvae_weights *w, i
     return s;
   }
   h3_arena_init_external(&c->dev, c->dev_mem, dev);
-  size_t stage = be->act_dtype == H3_DT_F32 ? 0 : R((P * pv > P * (size_t)C ? P * pv : P * (size_t)C) * es);
+  size_t stage = adt == H3_DT_F32 ? 0 : R((P * pv > P * (size_t)C ? P * pv : P * (size_t)C) * es);
   size_t host = R(P * (size_t)C * 4) + R(P * pv * 4) + stage + 2 * R(N * (size_t)(rot ? rot : 1) * 4) + extra_host;
   s = h3_arena_init(&c->host, host);
   if (s != H3_OK) {
@@ -132,7 +135,7 @@ static h3_status forward(vv_ctx *c, int64_t T, int64_t h, int64_t w) {
   const h3_backend_ops *op = be->ops;
   const h3_vvae_weights *W = c->w;
   const h3_vvae_config *g = &W->cfg;
-  h3_dtype adt = be->act_dtype;
+  h3_dtype adt = c->adt;
   int64_t P = T * h * w, Rg = g->num_registers, N = P + Rg + 1;
   int64_t C = g->latent_channels, D = g->dim, F = g->ffn_inner, rot = g->rope_dim, pv = c->pv;
   float eps = (float)g->norm_eps;
@@ -237,7 +240,7 @@ h3_status h3_vvae_decode_call(h3_backend *be, const h3_vvae_weights *w, const fl
                    (long long)h, (long long)wd);
   vv_ctx c;
   int64_t P = T * h * wd, C = w->cfg.latent_channels;
-  H3_TRY(ctx_init(&c, be, w, P, 0));
+  H3_TRY(ctx_init(&c, be, w, P, 0, H3_DT_F32));
   for (int64_t n = 0; n < P; n++)
     for (int64_t ch = 0; ch < C; ch++) c.tok[n * C + ch] = z[ch * P + n];
   h3_status s = forward(&c, T, h, wd);
@@ -294,7 +297,8 @@ h3_status h3_vvae_decode(h3_backend *be, const h3_vvae_weights *w, const h3_vvae
   size_t tile_elems = (size_t)(Co * WF * ty.len * tx.len);
   size_t tiles_bytes = 2 * (size_t)ntx * R(tile_elems * sizeof(float));
   vv_ctx c;
-  s = ctx_init(&c, be, w, tp.window * lh * lw, tiles_bytes);
+  /* f32 activations (exact) unless the caller asks for the backend's storage dtype */
+  s = ctx_init(&c, be, w, tp.window * lh * lw, tiles_bytes, opts && opts->half ? be->act_dtype : H3_DT_F32);
   if (s != H3_OK) {
     h3_vvae_tiles_free(&ty);
     h3_vvae_tiles_free(&tx);

@@ -118,6 +118,9 @@ typedef struct h3_vvae_decode_opts {
   int tiling;                         /* -1: config; 0 off; 1 on */
   int64_t tile_h, tile_w;             /* pixels; 0: config */
   int64_t tile_overlap_h, tile_overlap_w;
+  int half;                           /* 0: f32 activations (exact, default); 1: the backend's
+                                         storage dtype (bf16 on CUDA; the release decodes under
+                                         fp16 autocast) */
 } h3_vvae_decode_opts;
 
 /* Output frame count for t_lat latent frames (error when unsupported, e.g. T <= 2). */

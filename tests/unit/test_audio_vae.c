@@ -15,7 +15,8 @@
 #include "model/audio_vae_decoder.h"
 #include "testutil.h"
 
-static h3_backend *g_be;
+static h3_backend *g_be;  /* the backend under test (H3_TEST_DEVICE) */
+static h3_backend *g_cpu; /* op-level checks on host buffers */
 
 static h3_tensor t3(float *p, int64_t a, int64_t b, int64_t c) {
   const int64_t sh[3] = {a, b, c};
@@ -148,15 +149,15 @@ static void test_conv1d(void) {
     h3_status st;
     if (cs[c].res) { /* in-place residual: y starts as res */
       memcpy(y, r, sizeof(float) * (size_t)(B * Co * Lo));
-      st = g_be->ops->conv1d(g_be, &tx, &tw, cs[c].bias ? &tb : NULL, cs[c].s, cs[c].p, cs[c].d, cs[c].g, &ty, &ty);
+      st = g_cpu->ops->conv1d(g_cpu, &tx, &tw, cs[c].bias ? &tb : NULL, cs[c].s, cs[c].p, cs[c].d, cs[c].g, &ty, &ty);
     } else {
-      st = g_be->ops->conv1d(g_be, &tx, &tw, cs[c].bias ? &tb : NULL, cs[c].s, cs[c].p, cs[c].d, cs[c].g, NULL, &ty);
+      st = g_cpu->ops->conv1d(g_cpu, &tx, &tw, cs[c].bias ? &tb : NULL, cs[c].s, cs[c].p, cs[c].d, cs[c].g, NULL, &ty);
     }
     CHECK_MSG(st == H3_OK, "conv1d case %zu: %s", c, h3_last_error());
     double e = rel_d(y, yr, (size_t)(B * Co * Lo));
     CHECK_MSG(e < 1e-6, "conv1d case %zu: rel %.3g", c, e);
     if (cs[c].res) { /* residual from another buffer */
-      st = g_be->ops->conv1d(g_be, &tx, &tw, cs[c].bias ? &tb : NULL, cs[c].s, cs[c].p, cs[c].d, cs[c].g, &tr, &ty);
+      st = g_cpu->ops->conv1d(g_cpu, &tx, &tw, cs[c].bias ? &tb : NULL, cs[c].s, cs[c].p, cs[c].d, cs[c].g, &tr, &ty);
       e = rel_d(y, yr, (size_t)(B * Co * Lo));
       CHECK_MSG(st == H3_OK && e < 1e-6, "conv1d case %zu (separate residual): rel %.3g", c, e);
     }
@@ -165,12 +166,12 @@ static void test_conv1d(void) {
   /* shape errors */
   float buf[64] = {0};
   h3_tensor x = t3(buf, 1, 2, 4), w = t3(buf, 3, 3, 1), y = t3(buf + 32, 1, 3, 4);
-  CHECK(g_be->ops->conv1d(g_be, &x, &w, NULL, 1, 0, 1, 1, NULL, &y) == H3_ERR_SHAPE);
+  CHECK(g_cpu->ops->conv1d(g_cpu, &x, &w, NULL, 1, 0, 1, 1, NULL, &y) == H3_ERR_SHAPE);
   h3_tensor w2 = t3(buf, 3, 2, 9);
-  CHECK(g_be->ops->conv1d(g_be, &x, &w2, NULL, 1, 0, 1, 1, NULL, &y) == H3_ERR_SHAPE); /* kernel longer than input */
+  CHECK(g_cpu->ops->conv1d(g_cpu, &x, &w2, NULL, 1, 0, 1, 1, NULL, &y) == H3_ERR_SHAPE); /* kernel longer than input */
   h3_tensor w3 = t3(buf, 3, 2, 1), yb = t3(buf + 32, 1, 3, 5);
-  CHECK(g_be->ops->conv1d(g_be, &x, &w3, NULL, 1, 0, 1, 1, NULL, &yb) == H3_ERR_SHAPE);
-  CHECK(g_be->ops->conv1d(g_be, &x, &w3, NULL, 1, 0, 1, 1, NULL, &x) != H3_OK); /* aliasing */
+  CHECK(g_cpu->ops->conv1d(g_cpu, &x, &w3, NULL, 1, 0, 1, 1, NULL, &yb) == H3_ERR_SHAPE);
+  CHECK(g_cpu->ops->conv1d(g_cpu, &x, &w3, NULL, 1, 0, 1, 1, NULL, &x) != H3_OK); /* aliasing */
 }
 
 static void test_convt(void) {
@@ -201,7 +202,7 @@ static void test_convt(void) {
     h3t_fill_random(b, (size_t)Co, 700 + c);
     ref_convt(x, B, Ci, L, w, Co, K, cs[c].bias ? b : NULL, cs[c].s, cs[c].p, yr, Lo);
     h3_tensor tx = t3(x, B, Ci, L), tw = t3(w, Ci, Co, K), tb = t1(b, Co), ty = t3(y, B, Co, Lo);
-    h3_status st = g_be->ops->conv_transpose1d(g_be, &tx, &tw, cs[c].bias ? &tb : NULL, cs[c].s, cs[c].p, &ty);
+    h3_status st = g_cpu->ops->conv_transpose1d(g_cpu, &tx, &tw, cs[c].bias ? &tb : NULL, cs[c].s, cs[c].p, &ty);
     CHECK_MSG(st == H3_OK, "conv_transpose1d case %zu: %s", c, h3_last_error());
     double e = rel_d(y, yr, (size_t)(B * Co * Lo));
     CHECK_MSG(e < 1e-6, "conv_transpose1d case %zu: rel %.3g", c, e);
@@ -229,7 +230,7 @@ static void test_snake(void) {
     ref_snake_aa(x, B * C, C, L, fa, fi, hu, hd, 12, yr);
     h3_tensor tx = t3(x, B, C, L), ty = t3(y, B, C, L), ta = t1(fa, 3), ti = t1(fi, 3), th = t1(hu, 12),
               tdn = t1(hd, 12);
-    h3_status st = g_be->ops->snake_aa(g_be, &tx, &ta, &ti, &th, &tdn, &ty);
+    h3_status st = g_cpu->ops->snake_aa(g_cpu, &tx, &ta, &ti, &th, &tdn, &ty);
     double e = rel_d(y, yr, (size_t)n);
     CHECK_MSG(st == H3_OK && e < 2e-6, "snake_aa L=%lld: %s rel %.3g", (long long)L, h3_last_error(), e);
     /* plain snake, in place */
@@ -238,7 +239,7 @@ static void test_snake(void) {
       const double s = sin((double)fa[ch] * x[i]);
       yr[i] = x[i] + (double)fi[ch] * s * s;
     }
-    st = g_be->ops->snake(g_be, &tx, &ta, &ti, &tx);
+    st = g_cpu->ops->snake(g_cpu, &tx, &ta, &ti, &tx);
     e = rel_d(x, yr, (size_t)n);
     CHECK_MSG(st == H3_OK && e < 1e-6, "snake L=%lld: rel %.3g", (long long)L, e);
     free(x), free(y), free(yr);
@@ -246,11 +247,11 @@ static void test_snake(void) {
   /* elementwise ops */
   float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {6, 5, 4, 3, 2, 1}, sc[2] = {2, -1}, sh[2] = {0.5f, 1};
   h3_tensor ta = t3(a, 1, 2, 3), tb = t3(b, 1, 2, 3), ts = t1(sc, 2), tsh = t1(sh, 2);
-  CHECK(g_be->ops->add_div(g_be, &ta, &tb, 3.5f) == H3_OK && a[0] == 2.0f && a[5] == 2.0f);
-  CHECK(g_be->ops->channel_affine(g_be, &tb, &ts, &tsh, &tb) == H3_OK && b[0] == 12.5f && b[5] == 0.0f);
+  CHECK(g_cpu->ops->add_div(g_cpu, &ta, &tb, 3.5f) == H3_OK && a[0] == 2.0f && a[5] == 2.0f);
+  CHECK(g_cpu->ops->channel_affine(g_cpu, &tb, &ts, &tsh, &tb) == H3_OK && b[0] == 12.5f && b[5] == 0.0f);
   float v[4] = {-3, 0.5f, 2, NAN};
   h3_tensor tv = t3(v, 1, 1, 4);
-  CHECK(g_be->ops->tanh_clamp(g_be, &tv, false, -1, 1) == H3_OK && v[0] == -1 && v[1] == 0.5f && v[2] == 1 &&
+  CHECK(g_cpu->ops->tanh_clamp(g_cpu, &tv, false, -1, 1) == H3_OK && v[0] == -1 && v[1] == 0.5f && v[2] == 1 &&
         isnan(v[3]));
 }
 
@@ -488,8 +489,8 @@ static void test_errors(void) {
 }
 
 int main(void) {
-  if (h3t_backend(&g_be) != H3_OK) {
-    fprintf(stderr, "cpu backend: %s\n", h3_last_error());
+  if (h3t_backend(&g_be) != H3_OK || h3_backend_cpu_create(&g_cpu) != H3_OK) {
+    fprintf(stderr, "backend: %s\n", h3_last_error());
     return 1;
   }
   test_kaiser();
@@ -508,5 +509,6 @@ int main(void) {
   printf("worst waveform rel-L2: %.3e (bar 1e-5)\n", g_worst);
   test_errors();
   h3_backend_destroy(g_be);
+  h3_backend_destroy(g_cpu);
   return h3t_finish();
 }

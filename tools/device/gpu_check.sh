@@ -3,7 +3,8 @@
 # the CUDA op tests, the golden parity suites on the CUDA backend, a toy
 # generate on the GPU, and compute-sanitizer memcheck on it.  Logs go to $OUT.
 set -uo pipefail
-out=${OUT:-/tmp/h3out}; mkdir -p "$out"
+final=${OUT:-/tmp/h3out}; mkdir -p "$final"
+out=/tmp/h3logs; rm -rf "$out"; mkdir -p "$out"   # everything is packed into $OUT/logs.tar.gz at the end
 root=/tmp/h3dev; rm -rf "$root"; mkdir -p "$root"
 tar -xJf .devbundle/bundle.tar.xz -C "$root"
 export LD_LIBRARY_PATH="$root/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
@@ -24,7 +25,7 @@ for t in test_dit_golden test_generate_golden test_video_vae test_audio_vae test
 done
 export H3_TOY_DIR=/tmp/h3toy
 run toy_generate_gpu "$bin/h3" generate --device cuda -p "a red fox trotting through fresh snow" --frames 22 \
-  --size 256x256 --steps 4 --seed 7 -o /tmp/toy.mp4 --latents-out "$out/toy_gpu_latents.safetensors" --wav "$out/toy_gpu.wav"
+  --size 256x256 --steps 4 --seed 7 -o /tmp/toy.mp4 --latents-out "$out/toy_gpu_latents.safetensors"
 run toy_generate_cpu "$bin/h3" generate --device cpu -p "a red fox trotting through fresh snow" --frames 22 \
   --size 256x256 --steps 4 --seed 7 -o /tmp/toy.mp4 --latents-out "$out/toy_cpu_latents.safetensors"
 if command -v compute-sanitizer >/dev/null; then
@@ -33,4 +34,10 @@ if command -v compute-sanitizer >/dev/null; then
   run memcheck_dit compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/h3" stage dit --device cuda -q \
     --model tests/golden/dit/tiny/original --in tests/golden/dit/tiny/t2va_long.in.safetensors --out /tmp/o.safetensors
 fi
+if [ -x "$bin/test_cuda_attention" ]; then
+  H3_BENCH=1 run bench_attention "$bin/test_cuda_attention"
+  grep -E "TFLOP" "$out/bench_attention.log" | tail -6
+fi
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+cp "$out/summary.txt" "$final/"
+tar -C "$out" -czf "$final/logs.tar.gz" .

@@ -1,0 +1,583 @@
+/* CUDA backend: creation, memory (alloc, transfers through pinned staging),
+ * the host-weight cache, scratch buffers, sync and the op table.
+ *
+ * Kernels live in cuda_elementwise.cu, cuda_norm.cu, cuda_rope.cu; linear in
+ * cuda_linear.c (cuBLASLt); attention in cuda_attention.cu; the VAE ops in
+ * cuda_vae_ops.cu.  See cuda_internal.h for the memory rules. */
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_attention.h"
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_vae_ops.h"
+#include "core/log.h"
+
+#define LT_WORKSPACE_BYTES ((size_t)32 << 20)
+#define STAGE_BYTES ((size_t)8 << 20)   /* each of the two pinned staging buffers */
+#define STAGE_MIN_BYTES ((size_t)1 << 20) /* smaller transfers go direct */
+
+static h3_status blas_fail(int st, const char *op, const char *call) {
+  return h3_fail(H3_ERR_INTERNAL, "%s: %s failed: %s (%s)", op, call, cublasGetStatusName((cublasStatus_t)st),
+                 cublasGetStatusString((cublasStatus_t)st));
+}
+
+cudaStream_t h3_cuda_stream(h3_backend *be) { return h3_cuda_impl_of(be)->stream; }
+
+int h3_cuda_device_count(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+/* ---- transfers ------------------------------------------------------------ */
+
+static h3_status stream_sync(h3_cuda_impl *c, const char *op) {
+  H3_CUDA_TRY(op, cudaStreamSynchronize(c->stream));
+  return H3_OK;
+}
+
+/* Host -> device (dst device memory); returns once the copy is done. */
+static h3_status copy_h2d(h3_cuda_impl *c, void *dst, const void *src, size_t bytes, const char *op) {
+  if (!bytes) return H3_OK;
+  if (!c->stage[0] || bytes < STAGE_MIN_BYTES || h3_cuda_is_device_ptr(src)) {
+    H3_CUDA_TRY(op, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, c->stream));
+    return stream_sync(c, op);
+  }
+  /* two pinned buffers: fill one while the other's DMA runs */
+  size_t off = 0;
+  for (int i = 0; off < bytes; i ^= 1) {
+    size_t n = bytes - off < c->stage_bytes ? bytes - off : c->stage_bytes;
+    H3_CUDA_TRY(op, cudaEventSynchronize(c->stage_ev[i])); /* its previous DMA is done */
+    memcpy(c->stage[i], (const char *)src + off, n);
+    H3_CUDA_TRY(op, cudaMemcpyAsync((char *)dst + off, c->stage[i], n, cudaMemcpyHostToDevice, c->stream));
+    H3_CUDA_TRY(op, cudaEventRecord(c->stage_ev[i], c->stream));
+    off += n;
+  }
+  return stream_sync(c, op);
+}
+
+/* Device -> host (src device memory); returns once dst holds the data. */
+static h3_status copy_d2h(h3_cuda_impl *c, void *dst, const void *src, size_t bytes, const char *op) {
+  if (!bytes) return H3_OK;
+  if (!c->stage[0] || bytes < STAGE_MIN_BYTES || h3_cuda_is_device_ptr(dst)) {
+    H3_CUDA_TRY(op, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, c->stream));
+    return stream_sync(c, op);
+  }
+  /* chunk k goes to buffer k&1; chunk k-1 is copied out while chunk k's DMA runs */
+  size_t off = 0, prev_off = 0, prev_n = 0;
+  int k = 0;
+  while (off < bytes) {
+    int b = k & 1;
+    size_t n = bytes - off < c->stage_bytes ? bytes - off : c->stage_bytes;
+    H3_CUDA_TRY(op, cudaMemcpyAsync(c->stage[b], (const char *)src + off, n, cudaMemcpyDeviceToHost, c->stream));
+    H3_CUDA_TRY(op, cudaEventRecord(c->stage_ev[b], c->stream));
+    if (k > 0) {
+      H3_CUDA_TRY(op, cudaEventSynchronize(c->stage_ev[b ^ 1]));
+      memcpy((char *)dst + prev_off, c->stage[b ^ 1], prev_n);
+    }
+    prev_off = off;
+    prev_n = n;
+    off += n;
+    k++;
+  }
+  int b = (k - 1) & 1;
+  H3_CUDA_TRY(op, cudaEventSynchronize(c->stage_ev[b]));
+  memcpy((char *)dst + prev_off, c->stage[b], prev_n);
+  return H3_OK;
+}
+
+/* Report (and clear) an out-of-range index recorded by a kernel. */
+static h3_status check_flag(h3_cuda_impl *c, const char *op) {
+  int h = 0;
+  H3_CUDA_TRY(op, cudaMemcpyAsync(&h, c->flag, sizeof h, cudaMemcpyDeviceToHost, c->stream));
+  H3_TRY(stream_sync(c, op));
+  if (h == H3_CUDA_FLAG_NONE) return H3_OK;
+  H3_CUDA_TRY(op, cudaMemsetAsync(c->flag, 0, sizeof(int), c->stream));
+  static const char *names[] = {"?", "rmsnorm_modulate", "gated_residual", "scatter_rows", "gather_rows", "a VAE op"};
+  const char *who = h > 0 && h < (int)(sizeof names / sizeof names[0]) ? names[h] : "?";
+  return h3_fail(H3_ERR_INVALID, "%s: an earlier %s on the CUDA backend met a row index out of range (rows skipped)", op,
+                 who);
+}
+
+/* ---- memory ops --------------------------------------------------------------- */
+
+static h3_status cuda_alloc(h3_backend *be, size_t bytes, void **out) {
+  *out = NULL;
+  H3_TRY(h3_cuda_enter(be, "alloc"));
+  void *p = NULL;
+  cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return h3_fail(H3_ERR_NOMEM, "cuda backend: cudaMalloc of %zu bytes failed: %s (%s)", bytes, cudaGetErrorName(e),
+                   cudaGetErrorString(e));
+  }
+  *out = p;
+  return H3_OK;
+}
+
+static void cuda_free(h3_backend *be, void *p) {
+  if (!p || h3_cuda_enter(be, "free") != H3_OK) return;
+  if (cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
+}
+
+static h3_status cuda_upload(h3_backend *be, void *dst, const void *src, size_t bytes) {
+  H3_TRY(h3_cuda_enter(be, "upload"));
+  if (bytes && (!dst || !src))
+    return h3_fail(H3_ERR_INVALID, "cuda backend: upload of %zu bytes with a NULL pointer", bytes);
+  return copy_h2d(h3_cuda_impl_of(be), dst, src, bytes, "upload");
+}
+
+static h3_status cuda_download(h3_backend *be, void *dst, const void *src, size_t bytes) {
+  H3_TRY(h3_cuda_enter(be, "download"));
+  if (bytes && (!dst || !src))
+    return h3_fail(H3_ERR_INVALID, "cuda backend: download of %zu bytes with a NULL pointer", bytes);
+  h3_cuda_impl *c = h3_cuda_impl_of(be);
+  H3_TRY(copy_d2h(c, dst, src, bytes, "download"));
+  return check_flag(c, "download");
+}
+
+static h3_status cuda_sync(h3_backend *be) {
+  H3_TRY(h3_cuda_enter(be, "sync"));
+  h3_cuda_impl *c = h3_cuda_impl_of(be);
+  H3_TRY(stream_sync(c, "sync"));
+  return check_flag(c, "sync");
+}
+
+h3_status h3_cuda_scratch(h3_backend *be, int slot, size_t bytes, void **out) {
+  h3_cuda_impl *c = h3_cuda_impl_of(be);
+  *out = NULL;
+  if (slot < 0 || slot >= H3_CUDA_SCRATCH_SLOTS)
+    return h3_fail(H3_ERR_INTERNAL, "cuda backend: scratch slot %d", slot);
+  h3_cuda_buf *b = &c->scratch[slot];
+  if (b->p && b->cap >= bytes) {
+    *out = b->p;
+    return H3_OK;
+  }
+  size_t cap = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes + bytes / 8;
+  if (b->p) {
+    /* the old buffer may still be read by queued work: cudaFree waits for the device */
+    H3_CUDA_TRY("scratch", cudaFree(b->p));
+    b->p = NULL;
+    b->cap = 0;
+  }
+  void *p = NULL;
+  cudaError_t e = cudaMalloc(&p, cap);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return h3_fail(H3_ERR_NOMEM, "cuda backend: cudaMalloc of %zu scratch bytes failed: %s (%s)", cap,
+                   cudaGetErrorName(e), cudaGetErrorString(e));
+  }
+  b->p = p;
+  b->cap = cap;
+  *out = p;
+  return H3_OK;
+}
+
+/* ---- the host-weight cache ------------------------------------------------------ */
+
+/* Elements from t->data to its last element, inclusive (0 when empty). */
+static h3_status span_elems(const h3_tensor *t, const char *op, const char *name, size_t *out) {
+  *out = 0;
+  if (t->ndim < 0 || t->ndim > H3_MAX_DIMS) return h3_fail(H3_ERR_INVALID, "%s: %s has %d dims", op, name, t->ndim);
+  if (h3_tensor_numel(t) == 0) return H3_OK;
+  int64_t last = 0;
+  for (int d = 0; d < t->ndim; d++) {
+    if (t->stride[d] < 0) return h3_fail(H3_ERR_UNSUPPORTED, "%s: %s has a negative stride", op, name);
+    last += (t->shape[d] - 1) * t->stride[d];
+  }
+  *out = (size_t)last + 1;
+  return H3_OK;
+}
+
+/* Index of the entry starting at p, or -1; *pos: where an entry starting at p goes. */
+static long find_entry(const h3_cuda_impl *c, uintptr_t p, size_t *pos) {
+  size_t lo = 0, hi = c->nw; /* first entry with host >= p */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (c->w[mid].host < p)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (pos) *pos = lo;
+  return lo < c->nw && c->w[lo].host == p ? (long)lo : -1;
+}
+
+static h3_status insert_entry(h3_cuda_impl *c, size_t pos, const h3_cuda_wentry *e) {
+  if (c->nw == c->capw) {
+    size_t cap = c->capw ? 2 * c->capw : 64;
+    h3_cuda_wentry *w = realloc(c->w, cap * sizeof *w);
+    if (!w) return h3_fail(H3_ERR_NOMEM, "cuda backend: weight cache index");
+    c->w = w;
+    c->capw = cap;
+  }
+  memmove(c->w + pos + 1, c->w + pos, (c->nw - pos) * sizeof *c->w);
+  c->w[pos] = *e;
+  c->nw++;
+  return H3_OK;
+}
+
+static h3_status dev_alloc(size_t bytes, const char *op, const char *what, void **out) {
+  *out = NULL;
+  cudaError_t e = cudaMalloc(out, bytes ? bytes : 1);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    *out = NULL;
+    return h3_fail(H3_ERR_NOMEM, "%s: cudaMalloc of %zu bytes for %s failed: %s (%s)", op, bytes, what,
+                   cudaGetErrorName(e), cudaGetErrorString(e));
+  }
+  return H3_OK;
+}
+
+/* A device copy of host [p, p + bytes). */
+static h3_status upload_span(h3_cuda_impl *c, uintptr_t p, size_t bytes, const char *op, const char *name,
+                             void **out) {
+  void *d;
+  H3_TRY(dev_alloc(bytes, op, name, &d));
+  h3_status s = copy_h2d(c, d, (const void *)p, bytes, op);
+  if (s != H3_OK) {
+    cudaFree(d);
+    return s;
+  }
+  c->wbytes += bytes;
+  *out = d;
+  return H3_OK;
+}
+
+/* Whether host [p, p + bytes) (p == e->host) still holds what entry e
+ * uploaded, as far as its fingerprint tells (reads only the view's bytes). */
+static bool entry_matches(const h3_cuda_wentry *e, uintptr_t p, size_t bytes) {
+  size_t n = bytes < e->nfp ? bytes : e->nfp;
+  if (memcmp((const void *)p, e->head, n) != 0) return false;
+  if (bytes == e->bytes && memcmp((const void *)(p + bytes - n), e->tail + (e->nfp - n), n) != 0) return false;
+  return true;
+}
+
+static void evict_entry(h3_cuda_impl *c, size_t i) {
+  h3_cuda_wentry *e = &c->w[i];
+  if (e->dev) {
+    cudaFree(e->dev); /* waits for queued work */
+    c->wbytes -= e->bytes;
+  }
+  if (e->wide) {
+    cudaFree(e->wide);
+    c->wbytes -= e->bytes / h3_dtype_size(e->wide_dt) * sizeof(float);
+  }
+  memmove(c->w + i, c->w + i + 1, (c->nw - i - 1) * sizeof *c->w);
+  c->nw--;
+}
+
+/* The entry of host [p, p + bytes): entries are keyed by their first byte and
+ * serve any view that starts there and fits; a stale or too short one is
+ * replaced.  Created (raw copy uploaded when want_raw) when missing. */
+static h3_status get_entry(h3_cuda_impl *c, uintptr_t p, size_t bytes, bool want_raw, const char *op,
+                           const char *name, h3_cuda_wentry **out) {
+  size_t pos;
+  long i = find_entry(c, p, &pos);
+  if (i >= 0 && c->w[i].bytes < bytes) { /* a shorter view came first */
+    evict_entry(c, (size_t)i);
+    i = -1;
+  } else if (i >= 0 && !entry_matches(&c->w[i], p, bytes)) {
+    H3_LOGD("%s: host memory of %s changed since it was uploaded: uploading it again", op, name);
+    evict_entry(c, (size_t)i);
+    i = -1;
+  }
+  if (i < 0) {
+    h3_cuda_wentry e = {.host = p, .bytes = bytes};
+    e.nfp = bytes < sizeof e.head ? bytes : sizeof e.head;
+    memcpy(e.head, (const void *)p, e.nfp);
+    memcpy(e.tail, (const void *)(p + bytes - e.nfp), e.nfp);
+    if (want_raw) H3_TRY(upload_span(c, p, bytes, op, name, &e.dev));
+    h3_status s = insert_entry(c, pos, &e);
+    if (s != H3_OK) {
+      if (e.dev) cudaFree(e.dev);
+      return s;
+    }
+    i = (long)pos;
+  }
+  h3_cuda_wentry *e = &c->w[i];
+  if (want_raw && !e->dev) H3_TRY(upload_span(c, e->host, e->bytes, op, name, &e->dev));
+  *out = e;
+  return H3_OK;
+}
+
+h3_status h3_cuda_weight(h3_backend *be, const h3_tensor *t, const char *op, const char *name, const void **dev) {
+  *dev = NULL;
+  h3_cuda_impl *c = h3_cuda_impl_of(be);
+  if (!t) return h3_fail(H3_ERR_INVALID, "%s: %s is NULL", op, name);
+  size_t es = h3_dtype_size(t->dtype), n;
+  if (!es) return h3_fail(H3_ERR_INVALID, "%s: %s has an invalid dtype", op, name);
+  H3_TRY(span_elems(t, op, name, &n));
+  if (n == 0) return H3_OK;
+  if (!t->data) return h3_fail(H3_ERR_INVALID, "%s: %s has no data", op, name);
+  uintptr_t p = (uintptr_t)t->data;
+  size_t bytes = n * es;
+  if (find_entry(c, p, NULL) < 0 && h3_cuda_is_device_ptr(t->data)) {
+    *dev = t->data;
+    return H3_OK;
+  }
+  h3_cuda_wentry *e;
+  H3_TRY(get_entry(c, p, bytes, true, op, name, &e));
+  *dev = (const char *)e->dev + (p - e->host);
+  return H3_OK;
+}
+
+h3_status h3_cuda_weight_f32(h3_backend *be, const h3_tensor *t, int slot, const char *op, const char *name,
+                             const float **dev) {
+  *dev = NULL;
+  if (!t) return h3_fail(H3_ERR_INVALID, "%s: %s is NULL", op, name);
+  if (t->dtype == H3_DT_F32) return h3_cuda_weight(be, t, op, name, (const void **)dev);
+  if (t->dtype != H3_DT_BF16 && t->dtype != H3_DT_F16)
+    return h3_fail(H3_ERR_UNSUPPORTED, "%s: %s has dtype %s (F32, BF16 or F16 expected)", op, name,
+                   h3_dtype_name(t->dtype) ? h3_dtype_name(t->dtype) : "?");
+  h3_cuda_impl *c = h3_cuda_impl_of(be);
+  size_t es = 2, n;
+  H3_TRY(span_elems(t, op, name, &n));
+  if (n == 0) return H3_OK;
+  if (!t->data) return h3_fail(H3_ERR_INVALID, "%s: %s has no data", op, name);
+  uintptr_t p = (uintptr_t)t->data;
+  size_t bytes = n * es;
+  if (find_entry(c, p, NULL) < 0 && h3_cuda_is_device_ptr(t->data)) {
+    /* device tensor: widen the span into scratch for this op */
+    void *s;
+    H3_TRY(h3_cuda_scratch(be, slot, n * sizeof(float), &s));
+    H3_TRY(h3_cuda_convert_rows(be, op, t->data, t->dtype, (int64_t)n, s, H3_DT_F32, (int64_t)n, 1, (int64_t)n, NULL,
+                                H3_DT_F32, false));
+    *dev = s;
+    return H3_OK;
+  }
+  h3_cuda_wentry *e;
+  H3_TRY(get_entry(c, p, bytes, false, op, name, &e));
+  if ((p - e->host) % es != 0)
+    return h3_fail(H3_ERR_UNSUPPORTED, "%s: %s is not element-aligned inside a cached weight span", op, name);
+  if (e->wide && e->wide_dt != t->dtype)
+    return h3_fail(H3_ERR_UNSUPPORTED, "%s: %s reads host memory already widened as %s as %s", op, name,
+                   h3_dtype_name(e->wide_dt), h3_dtype_name(t->dtype));
+  if (!e->wide) {
+    size_t ne = e->bytes / es;
+    void *wide;
+    H3_TRY(dev_alloc(ne * sizeof(float), op, name, &wide));
+    const void *raw = e->dev;
+    void *tmp = NULL;
+    h3_status s = H3_OK;
+    if (!raw) { /* only the widening is kept: the raw copy is temporary */
+      s = dev_alloc(ne * es, op, name, &tmp);
+      if (s == H3_OK) s = copy_h2d(c, tmp, (const void *)e->host, ne * es, op);
+      raw = tmp;
+    }
+    if (s == H3_OK)
+      s = h3_cuda_convert_rows(be, op, raw, t->dtype, (int64_t)ne, wide, H3_DT_F32, (int64_t)ne, 1, (int64_t)ne, NULL,
+                               H3_DT_F32, false);
+    if (s == H3_OK && tmp) s = stream_sync(c, op); /* the widening has read tmp */
+    if (tmp) cudaFree(tmp);
+    if (s != H3_OK) {
+      cudaFree(wide);
+      return s;
+    }
+    e->wide = wide;
+    e->wide_dt = t->dtype;
+    c->wbytes += ne * sizeof(float);
+  }
+  *dev = e->wide + (p - e->host) / es;
+  return H3_OK;
+}
+
+const void *h3_cuda_weight_ptr(h3_backend *be, const h3_tensor *w, h3_dtype want) {
+  static const char *op = "cuda weight";
+  if (h3_cuda_enter(be, op) != H3_OK) return NULL;
+  if (!w) {
+    h3_fail(H3_ERR_INVALID, "%s: tensor is NULL", op);
+    return NULL;
+  }
+  const void *p = NULL;
+  h3_status s;
+  if (want == w->dtype)
+    s = h3_cuda_weight(be, w, op, "weight", &p);
+  else if (want == H3_DT_F32 && !h3_cuda_is_device_ptr(w->data))
+    s = h3_cuda_weight_f32(be, w, H3_CUDA_SLOT_W, op, "weight", (const float **)&p);
+  else
+    s = h3_fail(H3_ERR_UNSUPPORTED, "%s: cannot provide a %s tensor as %s", op,
+                h3_dtype_name(w->dtype) ? h3_dtype_name(w->dtype) : "?", h3_dtype_name(want) ? h3_dtype_name(want) : "?");
+  if (s != H3_OK) return NULL;
+  if (!p) h3_fail(H3_ERR_INVALID, "%s: empty tensor", op);
+  return p;
+}
+
+size_t h3_cuda_weight_cache_bytes(h3_backend *be) { return h3_cuda_impl_of(be)->wbytes; }
+
+void h3_cuda_gemm_counts(h3_backend *be, uint64_t *lt, uint64_t *ex) {
+  *lt = h3_cuda_impl_of(be)->n_lt;
+  *ex = h3_cuda_impl_of(be)->n_ex;
+}
+
+void h3_cuda_weight_cache_clear(h3_backend *be) {
+  h3_cuda_impl *c = h3_cuda_impl_of(be);
+  if (h3_cuda_enter(be, "weight cache") != H3_OK) return;
+  (void)cudaStreamSynchronize(c->stream);
+  for (size_t i = 0; i < c->nw; i++) {
+    if (c->w[i].dev) cudaFree(c->w[i].dev);
+    if (c->w[i].wide) cudaFree(c->w[i].wide);
+  }
+  (void)cudaGetLastError();
+  c->nw = 0;
+  c->wbytes = 0;
+}
+
+/* ---- create / destroy ------------------------------------------------------------ */
+
+static void impl_release(h3_cuda_impl *c) {
+  if (!c) return;
+  if (cudaSetDevice(c->device) != cudaSuccess) (void)cudaGetLastError();
+  if (c->stream) (void)cudaStreamSynchronize(c->stream);
+  for (size_t i = 0; i < c->nw; i++) {
+    if (c->w[i].dev) cudaFree(c->w[i].dev);
+    if (c->w[i].wide) cudaFree(c->w[i].wide);
+  }
+  free(c->w);
+  for (int i = 0; i < H3_CUDA_SCRATCH_SLOTS; i++)
+    if (c->scratch[i].p) cudaFree(c->scratch[i].p);
+  for (int i = 0; i < 2; i++) {
+    if (c->stage[i]) cudaFreeHost(c->stage[i]);
+    if (c->stage_ev[i]) cudaEventDestroy(c->stage_ev[i]);
+  }
+  if (c->lt_ws) cudaFree(c->lt_ws);
+  if (c->lt) cublasLtDestroy((cublasLtHandle_t)c->lt);
+  if (c->blas) cublasDestroy((cublasHandle_t)c->blas);
+  if (c->flag) cudaFree(c->flag);
+  if (c->stream) cudaStreamDestroy(c->stream);
+  (void)cudaGetLastError();
+  free(c);
+}
+
+static void cuda_destroy(h3_backend *be) {
+  if (!be) return;
+  impl_release(be->impl);
+  free(be);
+}
+
+static const h3_backend_ops cuda_ops = {
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .sync = cuda_sync,
+    .linear = h3_cuda_linear,
+    .rmsnorm = h3_cuda_rmsnorm,
+    .rmsnorm_modulate = h3_cuda_rmsnorm_modulate,
+    .gated_residual = h3_cuda_gated_residual,
+    .add = h3_cuda_add,
+    .qk_norm_rope = h3_cuda_qk_norm_rope,
+    .attention = h3_cuda_attention,
+    .swiglu = h3_cuda_swiglu,
+    .silu = h3_cuda_silu,
+    .scatter_rows = h3_cuda_scatter_rows,
+    .gather_rows = h3_cuda_gather_rows,
+    .round_bf16 = h3_cuda_round_bf16,
+    .zero = h3_cuda_zero,
+    .destroy = cuda_destroy,
+    /* video VAE (cuda_vae_ops.cu) */
+    .layernorm = h3_cuda_layernorm,
+    .scaled_residual = h3_cuda_scaled_residual,
+    .copy_convert = h3_cuda_copy_convert,
+    /* audio VAE (cuda_vae_ops.cu) */
+    .conv1d = h3_cuda_conv1d,
+    .conv_transpose1d = h3_cuda_conv_transpose1d,
+    .snake = h3_cuda_snake,
+    .snake_aa = h3_cuda_snake_aa,
+    .channel_affine = h3_cuda_channel_affine,
+    .add_div = h3_cuda_add_div,
+    .tanh_clamp = h3_cuda_tanh_clamp,
+};
+
+#define CREATE_TRY(call)                                         \
+  do {                                                           \
+    cudaError_t e_ = (call);                                     \
+    if (e_ != cudaSuccess) {                                     \
+      h3_status s_ = h3_cuda_fail(e_, "cuda backend", #call);    \
+      (void)cudaGetLastError();                                  \
+      impl_release(c);                                           \
+      free(be);                                                  \
+      return s_;                                                 \
+    }                                                            \
+  } while (0)
+
+#define CREATE_BLAS_TRY(call)                                    \
+  do {                                                           \
+    int st_ = (int)(call);                                       \
+    if (st_ != 0) {                                              \
+      h3_status s_ = blas_fail(st_, "cuda backend", #call);      \
+      impl_release(c);                                           \
+      free(be);                                                  \
+      return s_;                                                 \
+    }                                                            \
+  } while (0)
+
+h3_status h3_backend_cuda_create(int device, h3_backend **out) {
+  *out = NULL;
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return h3_fail(H3_ERR_UNSUPPORTED, "cuda backend: no CUDA device: cudaGetDeviceCount failed: %s (%s)",
+                   cudaGetErrorName(e), cudaGetErrorString(e));
+  }
+  if (n == 0) return h3_fail(H3_ERR_UNSUPPORTED, "cuda backend: no CUDA device");
+  if (device < 0 || device >= n)
+    return h3_fail(H3_ERR_INVALID, "cuda backend: device %d does not exist (%d device%s)", device, n, n == 1 ? "" : "s");
+  h3_backend *be = calloc(1, sizeof *be);
+  h3_cuda_impl *c = calloc(1, sizeof *c);
+  if (!be || !c) {
+    free(be);
+    free(c);
+    return h3_fail(H3_ERR_NOMEM, "cuda backend");
+  }
+  c->device = device;
+  CREATE_TRY(cudaSetDevice(device));
+  CREATE_TRY(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device));
+  CREATE_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamDefault));
+  CREATE_TRY(cudaMalloc((void **)&c->flag, sizeof(int)));
+  CREATE_TRY(cudaMemsetAsync(c->flag, 0, sizeof(int), c->stream));
+  cublasLtHandle_t lt = NULL;
+  CREATE_BLAS_TRY(cublasLtCreate(&lt));
+  c->lt = lt;
+  cublasHandle_t blas = NULL;
+  CREATE_BLAS_TRY(cublasCreate(&blas));
+  c->blas = blas;
+  CREATE_BLAS_TRY(cublasSetStream(blas, c->stream));
+  CREATE_BLAS_TRY(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH)); /* no TF32 in f32 GEMMs */
+  c->lt_ws_bytes = LT_WORKSPACE_BYTES;
+  CREATE_TRY(cudaMalloc(&c->lt_ws, c->lt_ws_bytes));
+  /* pinned staging is an optimization: without it, transfers go direct */
+  c->stage_bytes = STAGE_BYTES;
+  for (int i = 0; i < 2; i++) {
+    if (cudaMallocHost(&c->stage[i], c->stage_bytes) != cudaSuccess ||
+        cudaEventCreateWithFlags(&c->stage_ev[i], cudaEventDisableTiming) != cudaSuccess) {
+      (void)cudaGetLastError();
+      for (int j = 0; j <= i; j++) {
+        if (c->stage[j]) cudaFreeHost(c->stage[j]);
+        if (c->stage_ev[j]) cudaEventDestroy(c->stage_ev[j]);
+        c->stage[j] = NULL;
+        c->stage_ev[j] = NULL;
+      }
+      break;
+    }
+  }
+  const char *gm = getenv("H3_CUDA_GEMM");
+  c->gemm_mode = gm && strcmp(gm, "gemmex") == 0 ? 1 : 0;
+  const char *cr = getenv("H3_CUDA_LINEAR_CHUNK_ROWS");
+  c->chunk_rows = cr ? strtoll(cr, NULL, 10) : 0;
+  if (c->chunk_rows < 0) c->chunk_rows = 0;
+  CREATE_TRY(cudaStreamSynchronize(c->stream));
+  be->name = "cuda";
+  be->ops = &cuda_ops;
+  be->act_dtype = H3_DT_BF16;
+  be->emulate_bf16 = false;
+  be->impl = c;
+  *out = be;
+  return H3_OK;
+}

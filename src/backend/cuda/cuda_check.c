@@ -1,0 +1,152 @@
+/* CUDA backend: error helpers and host-side argument checks. */
+#include <stdio.h>
+
+#include "backend/cuda/cuda_internal.h"
+
+h3_status h3_cuda_fail(cudaError_t e, const char *op, const char *call) {
+  h3_status s = e == cudaErrorMemoryAllocation ? H3_ERR_NOMEM : H3_ERR_INTERNAL;
+  return h3_fail(s, "%s: %s failed: %s (%s)", op ? op : "cuda backend", call, cudaGetErrorName(e),
+                 cudaGetErrorString(e));
+}
+
+h3_status h3_cuda_launched(const char *op, const char *kernel) {
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    return h3_fail(H3_ERR_INTERNAL, "%s: launch of kernel %s failed: %s (%s)", op, kernel, cudaGetErrorName(e),
+                   cudaGetErrorString(e));
+  return H3_OK;
+}
+
+h3_status h3_cuda_enter(h3_backend *be, const char *op) {
+  if (!be || !be->impl) return h3_fail(H3_ERR_INVALID, "%s: no CUDA backend", op);
+  int cur = -1;
+  H3_CUDA_TRY(op, cudaGetDevice(&cur));
+  if (cur != h3_cuda_impl_of(be)->device) H3_CUDA_TRY(op, cudaSetDevice(h3_cuda_impl_of(be)->device));
+  return H3_OK;
+}
+
+static const char *dt_name(h3_dtype dt) {
+  const char *s = h3_dtype_name(dt);
+  return s ? s : "?";
+}
+
+bool h3_cuda_is_device_ptr(const void *p) {
+  if (!p) return false;
+  struct cudaPointerAttributes a;
+  cudaError_t e = cudaPointerGetAttributes(&a, p);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError(); /* older runtimes flag unregistered host memory as an error: clear it */
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+h3_status h3_cuda_check_mat(const h3_tensor *t, unsigned mask, const char *op, const char *name) {
+  if (!t) return h3_fail(H3_ERR_INVALID, "%s: %s is NULL", op, name);
+  if (t->ndim != 2) return h3_fail(H3_ERR_SHAPE, "%s: %s must be 2-D (has %d dims)", op, name, t->ndim);
+  if (t->dtype <= H3_DT_INVALID || t->dtype >= H3_DT_COUNT || h3_dtype_size(t->dtype) == 0)
+    return h3_fail(H3_ERR_INVALID, "%s: %s has an invalid dtype", op, name);
+  if (mask && !(mask & H3_CUDA_DT(t->dtype)))
+    return h3_fail(H3_ERR_UNSUPPORTED, "%s: %s has dtype %s, which the CUDA backend does not take here", op, name,
+                   dt_name(t->dtype));
+  if (t->shape[0] < 0 || t->shape[1] < 0) return h3_fail(H3_ERR_SHAPE, "%s: %s has a negative dimension", op, name);
+  if (t->shape[1] > 1 && t->stride[1] != 1)
+    return h3_fail(H3_ERR_INVALID, "%s: %s must have unit column stride (has %lld)", op, name, (long long)t->stride[1]);
+  if (t->shape[0] > 1 && t->stride[0] < t->shape[1])
+    return h3_fail(H3_ERR_INVALID, "%s: %s row stride %lld is below its %lld columns", op, name,
+                   (long long)t->stride[0], (long long)t->shape[1]);
+  if (t->shape[0] > 0 && t->shape[1] > 0 && !t->data) return h3_fail(H3_ERR_INVALID, "%s: %s has no data", op, name);
+  return H3_OK;
+}
+
+h3_status h3_cuda_check_device(const h3_tensor *t, const char *op, const char *name) {
+  if (h3_tensor_numel(t) == 0) return H3_OK;
+  if (!h3_cuda_is_device_ptr(t->data))
+    return h3_fail(H3_ERR_INVALID, "%s: %s is not in device memory (pass buffers from the CUDA backend's alloc)", op,
+                   name);
+  return H3_OK;
+}
+
+bool h3_cuda_overlap(const h3_tensor *a, const h3_tensor *b) {
+  if (a->shape[0] == 0 || a->shape[1] == 0 || b->shape[0] == 0 || b->shape[1] == 0) return false;
+  size_t es = h3_dtype_size(a->dtype);
+  int64_t lda = h3_cuda_ld(a), ldb = h3_cuda_ld(b);
+  uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
+  uintptr_t a1 = a0 + (uintptr_t)((a->shape[0] - 1) * lda + a->shape[1]) * es;
+  uintptr_t b1 = b0 + (uintptr_t)((b->shape[0] - 1) * ldb + b->shape[1]) * h3_dtype_size(b->dtype);
+  if (!(a0 < b1 && b0 < a1)) return false;
+  if (es != h3_dtype_size(b->dtype) || lda != ldb || (a->shape[0] == 1 && b->shape[0] == 1)) return true;
+  intptr_t d = (intptr_t)(b0 - a0);
+  if (d % (intptr_t)es != 0) return true;
+  int64_t dc = (int64_t)(d / (intptr_t)es) % lda;
+  if (dc < 0) dc += lda;
+  return dc < a->shape[1] || dc + b->shape[1] > lda;
+}
+
+h3_status h3_cuda_check_vec(const h3_tensor *t, int64_t n, const char *op, const char *name) {
+  if (!t) return h3_fail(H3_ERR_INVALID, "%s: %s is NULL", op, name);
+  if (t->dtype != H3_DT_F32 && t->dtype != H3_DT_BF16 && t->dtype != H3_DT_F16)
+    return h3_fail(H3_ERR_UNSUPPORTED, "%s: %s has dtype %s (F32, BF16 or F16 expected)", op, name, dt_name(t->dtype));
+  if (t->ndim < 1 || h3_tensor_numel(t) != n || !h3_tensor_is_contiguous(t)) {
+    char buf[96];
+    return h3_fail(H3_ERR_SHAPE, "%s: %s must be a contiguous vector of %lld elements (is %s)", op, name, (long long)n,
+                   h3_shape_str(t, buf, sizeof buf));
+  }
+  if (n > 0 && !t->data) return h3_fail(H3_ERR_INVALID, "%s: %s has no data", op, name);
+  return H3_OK;
+}
+
+h3_status h3_cuda_check_idx(const h3_tensor *idx, int64_t n, const char *op) {
+  if (!idx) return h3_fail(H3_ERR_INVALID, "%s: index vector is NULL", op);
+  if (idx->dtype != H3_DT_I32)
+    return h3_fail(H3_ERR_INVALID, "%s: index vector has dtype %s (I32 expected)", op, dt_name(idx->dtype));
+  if (idx->ndim < 1 || h3_tensor_numel(idx) != n || !h3_tensor_is_contiguous(idx)) {
+    char buf[96];
+    return h3_fail(H3_ERR_SHAPE, "%s: index vector must be contiguous with %lld entries (is %s)", op, (long long)n,
+                   h3_shape_str(idx, buf, sizeof buf));
+  }
+  if (n > 0 && !idx->data) return h3_fail(H3_ERR_INVALID, "%s: index vector has no data", op);
+  return h3_cuda_check_device(idx, op, "index vector");
+}
+
+static h3_status check_span(int64_t off, int64_t len, int64_t cols, const char *op, const char *what) {
+  if (off < 0 || off + len > cols)
+    return h3_fail(H3_ERR_SHAPE, "%s: the %s heads span columns %lld..%lld, outside the %lld columns of qkv", op, what,
+                   (long long)off, (long long)(off + len), (long long)cols);
+  return H3_OK;
+}
+
+static int64_t head_col(const h3_qkv_layout *lay, int64_t i) {
+  int64_t H = lay->heads, KV = h3_cuda_kv_heads(lay);
+  if (i < H) return lay->q_off + i * lay->head_stride;
+  if (i < H + KV) return lay->k_off + (i - H) * lay->head_stride;
+  return lay->v_off + (i - H - KV) * lay->head_stride;
+}
+
+h3_status h3_cuda_check_qkv(const h3_tensor *qkv, const h3_qkv_layout *lay, const char *op) {
+  H3_TRY(h3_cuda_check_mat(qkv, H3_CUDA_ACT, op, "qkv"));
+  H3_TRY(h3_cuda_check_device(qkv, op, "qkv"));
+  if (!lay) return h3_fail(H3_ERR_INVALID, "%s: layout is NULL", op);
+  if (lay->heads < 1 || lay->head_dim < 1 || lay->head_stride < 0)
+    return h3_fail(H3_ERR_INVALID, "%s: bad layout (heads %d, head_dim %d, head_stride %lld)", op, lay->heads,
+                   lay->head_dim, (long long)lay->head_stride);
+  if (lay->kv_heads < 0 || lay->kv_heads > lay->heads || (lay->kv_heads && lay->heads % lay->kv_heads != 0))
+    return h3_fail(H3_ERR_INVALID, "%s: %d query heads cannot share %d k/v heads", op, lay->heads, lay->kv_heads);
+  if (lay->causal != 0 && lay->causal != 1)
+    return h3_fail(H3_ERR_INVALID, "%s: causal must be 0 or 1 (is %d)", op, lay->causal);
+  int64_t cols = qkv->shape[1], D = lay->head_dim, H = lay->heads, KV = h3_cuda_kv_heads(lay);
+  H3_TRY(check_span(lay->q_off, (H - 1) * lay->head_stride + D, cols, op, "q"));
+  H3_TRY(check_span(lay->k_off, (KV - 1) * lay->head_stride + D, cols, op, "k"));
+  H3_TRY(check_span(lay->v_off, (KV - 1) * lay->head_stride + D, cols, op, "v"));
+  int64_t n = H + 2 * KV;
+  for (int64_t a = 0; a < n; a++) {
+    int64_t sa = head_col(lay, a);
+    for (int64_t b = a + 1; b < n; b++) {
+      int64_t sb = head_col(lay, b);
+      if (sa < sb + D && sb < sa + D)
+        return h3_fail(H3_ERR_INVALID, "%s: layout has overlapping heads (columns %lld and %lld, head_dim %lld)", op,
+                       (long long)sa, (long long)sb, (long long)D);
+    }
+  }
+  return H3_OK;
+}

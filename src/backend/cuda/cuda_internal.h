@@ -1,0 +1,213 @@
+/* Internals of the CUDA backend, shared by its C files (cuda_backend.c,
+ * cuda_check.c, cuda_linear.c) and its kernel files (*.cu, compiled as C++ by
+ * nvcc; this header is C and C++).
+ *
+ * Memory
+ *  - Activations, index vectors and tables are device pointers from the
+ *    backend's own alloc (cudaMalloc).  Ops check that they are device memory
+ *    (h3_cuda_check_device) and fail with a message otherwise.
+ *  - Weights (linear weights, biases, norm weights, VAE weights) may be HOST
+ *    pointers (the mmapped checkpoint).  h3_cuda_weight() returns a device
+ *    pointer for a tensor's data: device memory is used as is, host memory is
+ *    uploaded once, on first use, into a cache keyed by the host address of
+ *    the first byte (a later view starting there and no longer reuses it; a
+ *    view starting elsewhere gets its own copy).  h3_cuda_weight_f32()
+ *    returns an f32 widening of the same view (same strides), cached as well
+ *    for host weights.  The host memory must not change while the backend
+ *    lives (it is a read-only mmap); h3_cuda_weight_cache_clear() forgets all
+ *    (call it when weights are unmapped while the backend lives on: a cheap
+ *    fingerprint of each span's first/last 16 bytes catches most remaps, not all).
+ *
+ * Streams: every op is enqueued on the backend's one stream
+ * (h3_cuda_stream); upload/download/sync synchronize it.
+ *
+ * Scratch: H3_CUDA_SCRATCH_SLOTS grow-only device buffers.  Contents live for
+ * one op (stream order makes reuse by the next op safe).
+ *
+ * Index vectors live on the device, so their ranges cannot be checked on the
+ * host without a round trip: kernels skip out-of-range rows and record the
+ * first offending op in a device flag (h3_cuda_flag); sync and download
+ * report it as an error.
+ *
+ * Errors: every CUDA / cuBLAS return code is checked; messages name the op,
+ * the call and the CUDA error string.  Launches are followed by
+ * h3_cuda_launched(), which reads cudaGetLastError(). */
+#ifndef H3_BACKEND_CUDA_INTERNAL_H
+#define H3_BACKEND_CUDA_INTERNAL_H
+
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "backend/backend.h"
+
+#define H3_CUDA_SCRATCH_SLOTS 4
+/* scratch slots used by cuda_linear.c (other ops may use any slot too) */
+#define H3_CUDA_SLOT_ACC 0
+#define H3_CUDA_SLOT_X 1
+#define H3_CUDA_SLOT_W 2
+
+/* ops reported through the device flag */
+enum {
+  H3_CUDA_FLAG_NONE = 0,
+  H3_CUDA_FLAG_MODULATE = 1,
+  H3_CUDA_FLAG_GATED = 2,
+  H3_CUDA_FLAG_SCATTER = 3,
+  H3_CUDA_FLAG_GATHER = 4,
+  H3_CUDA_FLAG_OTHER = 5, /* colleagues' kernels may use this */
+};
+
+typedef struct h3_cuda_buf {
+  void *p;
+  size_t cap;
+} h3_cuda_buf;
+
+/* One uploaded host span. */
+typedef struct h3_cuda_wentry {
+  uintptr_t host; /* start of the host span */
+  size_t bytes;
+  void *dev;         /* device copy of [host, host + bytes), or NULL (only the widening kept) */
+  float *wide;       /* f32 widening of the span read as wide_dt elements, or NULL */
+  h3_dtype wide_dt;  /* dtype the widening was made from */
+  /* first and last nfp (<= 16) bytes of the span when uploaded: every lookup
+   * compares the first (and the last, for the whole span), so host memory
+   * unmapped and mapped again with other data is uploaded anew */
+  unsigned char head[16], tail[16];
+  size_t nfp;
+} h3_cuda_wentry;
+
+typedef struct h3_cuda_impl {
+  int device;
+  cudaStream_t stream;
+  void *lt;          /* cublasLtHandle_t */
+  void *blas;        /* cublasHandle_t */
+  void *lt_ws;       /* cuBLASLt workspace */
+  size_t lt_ws_bytes;
+  int gemm_mode;     /* 0: cuBLASLt (cublasGemmEx fallback), 1: cublasGemmEx only (H3_CUDA_GEMM=gemmex) */
+  int64_t chunk_rows; /* linear: cap on rows per f32-accumulator chunk (H3_CUDA_LINEAR_CHUNK_ROWS, tests); 0 auto */
+  uint64_t n_lt, n_ex; /* GEMMs run through cuBLASLt / cublasGemmEx (diagnostics) */
+  h3_cuda_buf scratch[H3_CUDA_SCRATCH_SLOTS];
+  h3_cuda_wentry *w; /* weight cache, sorted by host (one entry per start address) */
+  size_t nw, capw;
+  size_t wbytes;     /* device bytes held by the weight cache */
+  void *stage[2];    /* pinned staging buffers (NULL: direct copies) */
+  cudaEvent_t stage_ev[2];
+  size_t stage_bytes;
+  int *flag;         /* device int: H3_CUDA_FLAG_* of the first bad index */
+  int sm_count;
+} h3_cuda_impl;
+
+static inline h3_cuda_impl *h3_cuda_impl_of(h3_backend *be) { return (h3_cuda_impl *)be->impl; }
+
+/* ---- errors ------------------------------------------------------------- */
+
+/* "<op>: <call> failed: <cudaErrorName> (<string>)"; returns an error status. */
+h3_status h3_cuda_fail(cudaError_t e, const char *op, const char *call);
+#define H3_CUDA_TRY(op, call)                                  \
+  do {                                                         \
+    cudaError_t h3_cuda_e_ = (call);                           \
+    if (h3_cuda_e_ != cudaSuccess)                             \
+      return h3_cuda_fail(h3_cuda_e_, (op), #call);            \
+  } while (0)
+/* After a kernel launch: cudaGetLastError(). */
+h3_status h3_cuda_launched(const char *op, const char *kernel);
+
+/* Make the backend's device current (call at the start of every op). */
+h3_status h3_cuda_enter(h3_backend *be, const char *op);
+
+/* The stream every op of `be` is ordered on (also declared by cuda_attention.h, cuda_vae_ops.h). */
+cudaStream_t h3_cuda_stream(h3_backend *be);
+static inline int *h3_cuda_flag(h3_backend *be) { return h3_cuda_impl_of(be)->flag; }
+
+/* Grow scratch slot `slot` to at least `bytes` (device memory, 256-byte aligned). */
+h3_status h3_cuda_scratch(h3_backend *be, int slot, size_t bytes, void **out);
+
+/* ---- weights ------------------------------------------------------------- */
+
+/* Device pointer to t->data (NULL when t has no elements): device memory as
+ * is, host memory through the upload-once cache. */
+h3_status h3_cuda_weight(h3_backend *be, const h3_tensor *t, const char *op, const char *name, const void **dev);
+/* f32 device pointer with t's strides: F32 as h3_cuda_weight; BF16/F16 host
+ * weights through the cached widening; BF16/F16 device tensors widened into
+ * scratch slot `slot` (valid for this op only). */
+h3_status h3_cuda_weight_f32(h3_backend *be, const h3_tensor *t, int slot, const char *op, const char *name,
+                             const float **dev);
+/* Device bytes held by the weight cache, and forgetting it (frees everything). */
+size_t h3_cuda_weight_cache_bytes(h3_backend *be);
+/* For the VAE ops (declared in cuda_vae_ops.h too): device pointer to the
+ * elements of w converted to `want` (w's own dtype, or F32), cached for host
+ * weights; NULL on failure with the error message set.  A device-resident w
+ * is returned as is when want is its dtype (or F32 storage), else fails. */
+const void *h3_cuda_weight_ptr(h3_backend *be, const h3_tensor *w, h3_dtype want);
+void h3_cuda_weight_cache_clear(h3_backend *be);
+/* GEMMs run so far through cuBLASLt and through cublasGemmEx (diagnostics, tests). */
+void h3_cuda_gemm_counts(h3_backend *be, uint64_t *lt, uint64_t *ex);
+
+/* ---- validation (host side, before launching) ---------------------------- */
+
+#define H3_CUDA_DT(dt) (1u << (unsigned)(dt))
+#define H3_CUDA_ACT (H3_CUDA_DT(H3_DT_F32) | H3_CUDA_DT(H3_DT_BF16))
+#define H3_CUDA_FLOAT (H3_CUDA_ACT | H3_CUDA_DT(H3_DT_F16))
+#define H3_CUDA_ANY 0u
+
+/* Whether p is device (or managed) memory of the CUDA runtime. */
+bool h3_cuda_is_device_ptr(const void *p);
+/* A 2-D [rows, cols] tensor whose dtype is in `mask` (H3_CUDA_ANY: any sized
+ * dtype), unit column stride, row stride >= cols. */
+h3_status h3_cuda_check_mat(const h3_tensor *t, unsigned mask, const char *op, const char *name);
+/* Row stride of a checked matrix, never below its column count. */
+static inline int64_t h3_cuda_ld(const h3_tensor *t) {
+  return t->stride[0] > t->shape[1] ? t->stride[0] : t->shape[1];
+}
+/* The tensor (if it has elements) lives in device memory. */
+h3_status h3_cuda_check_device(const h3_tensor *t, const char *op, const char *name);
+/* Whether the memory spans of two checked matrices intersect (column slices of
+ * one buffer with disjoint column ranges do not). */
+bool h3_cuda_overlap(const h3_tensor *a, const h3_tensor *b);
+/* A contiguous vector of n elements of a float dtype (F32/BF16/F16). */
+h3_status h3_cuda_check_vec(const h3_tensor *t, int64_t n, const char *op, const char *name);
+/* A contiguous I32 vector of n entries in device memory (ranges are checked by the kernels). */
+h3_status h3_cuda_check_idx(const h3_tensor *idx, int64_t n, const char *op);
+/* Fused-QKV layout against qkv [S, C] (F32 or BF16, device): as the CPU's check. */
+h3_status h3_cuda_check_qkv(const h3_tensor *qkv, const h3_qkv_layout *lay, const char *op);
+static inline int h3_cuda_kv_heads(const h3_qkv_layout *lay) { return lay->kv_heads ? lay->kv_heads : lay->heads; }
+
+/* ---- kernel launchers (cuda_elementwise.cu) ------------------------------ */
+
+/* dst[r, j] = conv(src[r, j] (0 when src is NULL) + bias[j] (when given)),
+ * rounded to bf16 when `rnd` (and always when dst is BF16, by the store).
+ * src/dst: F32, BF16 or F16 with row strides lds/ldd; bias any float dtype.
+ * In place (src == dst, same dtype and stride) allowed. */
+h3_status h3_cuda_convert_rows(h3_backend *be, const char *op, const void *src, h3_dtype sdt, int64_t lds, void *dst,
+                               h3_dtype ddt, int64_t ldd, int64_t rows, int64_t cols, const void *bias, h3_dtype bdt,
+                               bool rnd);
+
+/* ---- ops ----------------------------------------------------------------- */
+
+h3_status h3_cuda_linear(h3_backend *be, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias, h3_tensor *y);
+h3_status h3_cuda_rmsnorm(h3_backend *be, const h3_tensor *x, const h3_tensor *w, float eps, h3_tensor *y);
+h3_status h3_cuda_rmsnorm_modulate(h3_backend *be, const h3_tensor *x, const h3_tensor *w, float eps,
+                                   const h3_tensor *table, const h3_tensor *idx, int64_t shift_col, int64_t scale_col,
+                                   h3_tensor *y);
+h3_status h3_cuda_gated_residual(h3_backend *be, h3_tensor *x, const h3_tensor *y, const h3_tensor *table,
+                                 const h3_tensor *idx, int64_t gate_col);
+h3_status h3_cuda_add(h3_backend *be, h3_tensor *x, const h3_tensor *y);
+h3_status h3_cuda_qk_norm_rope(h3_backend *be, h3_tensor *qkv, const h3_qkv_layout *lay, const h3_tensor *qw,
+                               const h3_tensor *kw, float eps, const h3_tensor *cos, const h3_tensor *sin);
+h3_status h3_cuda_swiglu(h3_backend *be, const h3_tensor *f, int64_t gate_col, int64_t value_col, h3_tensor *out);
+h3_status h3_cuda_silu(h3_backend *be, h3_tensor *x);
+h3_status h3_cuda_scatter_rows(h3_backend *be, h3_tensor *dst, const h3_tensor *idx, const h3_tensor *src);
+h3_status h3_cuda_gather_rows(h3_backend *be, h3_tensor *dst, const h3_tensor *src, const h3_tensor *idx);
+h3_status h3_cuda_round_bf16(h3_backend *be, h3_tensor *x);
+h3_status h3_cuda_zero(h3_backend *be, h3_tensor *x);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,128 @@
+/* CUDA backend: qk_norm_rope, in place on the q heads and the kv_heads k heads
+ * of a fused QKV buffer.  Semantics as the CPU's cpu_rope.c: per head RMSNorm
+ * over head_dim (weight qw / kw, sum of squares in double), then with cos/sin
+ * ([S, rot], F32 or BF16) split-half rotation of the first rot channels
+ * (half = rot / 2):
+ *   z'[j]      = z[j] cos[j]           - z[j+half] sin[j]
+ *   z'[j+half] = z[j+half] cos[j+half] + z[j] sin[j+half]       j < half
+ * channels >= rot pass through.  "rnd" (be->emulate_bf16 or BF16 storage):
+ * normalized values rounded before the rotation, cos/sin rounded, each
+ * product and the sum rounded.  One block per (row, head); the head is staged
+ * in shared memory so the rotation reads normalized values. */
+#include "backend/cuda/cuda_kernels.cuh"
+
+#define ROPE_THREADS 128
+
+struct rope_args {
+  void *qkv;
+  int dt;
+  int64_t ld;
+  int64_t S, q_off, k_off, head_stride;
+  int heads, kv_heads, D;
+  const void *qw, *kw;
+  int qwdt, kwdt;
+  const void *cos, *sin;
+  int cdt, sdt;
+  int64_t ldc, lds, rot;
+  float eps;
+  bool rnd;
+};
+
+__global__ void k_qk_norm_rope(rope_args a) {
+  extern __shared__ float z[]; /* [D] */
+  __shared__ double sh[32];
+  const int nh = a.heads + a.kv_heads;
+  const int64_t nblk = a.S * nh;
+  for (int64_t b = blockIdx.x; b < nblk; b += gridDim.x) {
+    const int64_t s = b / nh;
+    const int i = (int)(b - s * nh);
+    const int64_t base = s * a.ld + (i < a.heads ? a.q_off + (int64_t)i * a.head_stride
+                                                  : a.k_off + (int64_t)(i - a.heads) * a.head_stride);
+    const void *w = i < a.heads ? a.qw : a.kw;
+    const int wdt = i < a.heads ? a.qwdt : a.kwdt;
+    double acc = 0.0;
+    for (int j = threadIdx.x; j < a.D; j += blockDim.x) {
+      float v = h3k_ld(a.qkv, a.dt, base + j);
+      z[j] = v;
+      acc += (double)v * (double)v;
+    }
+    acc = h3k_block_sum(acc, sh);
+    const float inv = (float)(1.0 / sqrt(acc / (double)a.D + (double)a.eps));
+    for (int j = threadIdx.x; j < a.D; j += blockDim.x) {
+      float v = z[j] * inv;
+      if (w) v = v * h3k_ld(w, wdt, j);
+      z[j] = h3k_rnd(a.rnd, v);
+    }
+    __syncthreads();
+    const int half = a.cos ? (int)(a.rot / 2) : 0;
+    for (int j = threadIdx.x; j < half; j += blockDim.x) {
+      const float x0 = z[j], x1 = z[j + half];
+      float c0 = h3k_ld(a.cos, a.cdt, s * a.ldc + j), s0 = h3k_ld(a.sin, a.sdt, s * a.lds + j);
+      float c1 = h3k_ld(a.cos, a.cdt, s * a.ldc + j + half), s1 = h3k_ld(a.sin, a.sdt, s * a.lds + j + half);
+      float o0, o1;
+      if (a.rnd) {
+        c0 = h3k_bf(c0), s0 = h3k_bf(s0), c1 = h3k_bf(c1), s1 = h3k_bf(s1);
+        o0 = h3k_bf(__fadd_rn(h3k_bf(__fmul_rn(x0, c0)), h3k_bf(__fmul_rn(-x1, s0))));
+        o1 = h3k_bf(__fadd_rn(h3k_bf(__fmul_rn(x1, c1)), h3k_bf(__fmul_rn(x0, s1))));
+      } else {
+        o0 = __fsub_rn(__fmul_rn(x0, c0), __fmul_rn(x1, s0));
+        o1 = __fadd_rn(__fmul_rn(x1, c1), __fmul_rn(x0, s1));
+      }
+      h3k_st(a.qkv, a.dt, base + j, o0);
+      h3k_st(a.qkv, a.dt, base + j + half, o1);
+    }
+    for (int j = 2 * half + threadIdx.x; j < a.D; j += blockDim.x) h3k_st(a.qkv, a.dt, base + j, z[j]);
+    __syncthreads(); /* z is reused by the next (row, head) of this block */
+  }
+}
+
+extern "C" h3_status h3_cuda_qk_norm_rope(h3_backend *be, h3_tensor *qkv, const h3_qkv_layout *lay,
+                                          const h3_tensor *qw, const h3_tensor *kw, float eps, const h3_tensor *cos,
+                                          const h3_tensor *sin) {
+  static const char *op = "qk_norm_rope";
+  H3_TRY(h3_cuda_enter(be, op));
+  H3_TRY(h3_cuda_check_qkv(qkv, lay, op));
+  int64_t S = qkv->shape[0], D = lay->head_dim;
+  rope_args a = {};
+  a.qkv = qkv->data, a.dt = qkv->dtype, a.ld = h3_cuda_ld(qkv);
+  a.S = S, a.q_off = lay->q_off, a.k_off = lay->k_off, a.head_stride = lay->head_stride;
+  a.heads = lay->heads, a.kv_heads = h3_cuda_kv_heads(lay), a.D = lay->head_dim;
+  a.eps = eps;
+  a.rnd = be->emulate_bf16 || qkv->dtype == H3_DT_BF16;
+  if (!cos != !sin) return h3_fail(H3_ERR_INVALID, "%s: cos and sin must be given together", op);
+  if (cos) {
+    H3_TRY(h3_cuda_check_mat(cos, H3_CUDA_ACT, op, "cos"));
+    H3_TRY(h3_cuda_check_mat(sin, H3_CUDA_ACT, op, "sin"));
+    a.rot = cos->shape[1];
+    if (cos->shape[0] != S || sin->shape[0] != S || sin->shape[1] != a.rot)
+      return h3_fail(H3_ERR_SHAPE, "%s: cos [%lld, %lld] and sin [%lld, %lld] must both be [%lld, rot]", op,
+                     (long long)cos->shape[0], (long long)cos->shape[1], (long long)sin->shape[0],
+                     (long long)sin->shape[1], (long long)S);
+    if (a.rot % 2 != 0 || a.rot > D)
+      return h3_fail(H3_ERR_SHAPE, "%s: rotary width %lld must be even and at most head_dim %lld", op, (long long)a.rot,
+                     (long long)D);
+    H3_TRY(h3_cuda_check_device(cos, op, "cos"));
+    H3_TRY(h3_cuda_check_device(sin, op, "sin"));
+    if (a.rot > 0) {
+      a.cos = cos->data, a.cdt = cos->dtype, a.ldc = h3_cuda_ld(cos);
+      a.sin = sin->data, a.sdt = sin->dtype, a.lds = h3_cuda_ld(sin);
+    }
+  }
+  if (qw) {
+    H3_TRY(h3_cuda_check_vec(qw, D, op, "q norm weight"));
+    H3_TRY(h3_cuda_weight(be, qw, op, "q norm weight", &a.qw));
+    a.qwdt = qw->dtype;
+  }
+  if (kw) {
+    H3_TRY(h3_cuda_check_vec(kw, D, op, "k norm weight"));
+    H3_TRY(h3_cuda_weight(be, kw, op, "k norm weight", &a.kw));
+    a.kwdt = kw->dtype;
+  }
+  if (S == 0) return H3_OK;
+  size_t smem = (size_t)D * sizeof(float);
+  if (smem > 48 * 1024) return h3_fail(H3_ERR_UNSUPPORTED, "%s: head_dim %lld is too large", op, (long long)D);
+  int64_t nblk = S * (a.heads + a.kv_heads);
+  unsigned grid = (unsigned)(nblk < 65535 * 32 ? nblk : 65535 * 32);
+  k_qk_norm_rope<<<grid, ROPE_THREADS, smem, h3_cuda_stream(be)>>>(a);
+  return h3_cuda_launched(op, "k_qk_norm_rope");
+}
