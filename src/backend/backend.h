@@ -38,6 +38,11 @@ typedef struct h3_qkv_layout {
   int causal;
 } h3_qkv_layout;
 
+/* k/v head count of a layout (kv_heads 0 means as many as q heads). */
+static inline int h3_qkv_kv_heads(const h3_qkv_layout *lay) { return lay->kv_heads ? lay->kv_heads : lay->heads; }
+/* Heads in range of a [*, cols] fused QKV buffer, k/v sharing valid, no two heads overlapping. */
+h3_status h3_qkv_layout_check(const h3_qkv_layout *lay, int64_t cols, const char *op);
+
 typedef struct h3_backend_ops {
   /* memory */
   h3_status (*alloc)(h3_backend *be, size_t bytes, void **out);

@@ -202,45 +202,7 @@ h3_status h3_cpu_check_idx(const h3_tensor *idx, int64_t n, int64_t range, const
   return H3_OK;
 }
 
-static h3_status check_span(int64_t off, int64_t len, int64_t cols, const char *op, const char *what) {
-  if (off < 0 || off + len > cols)
-    return h3_fail(H3_ERR_SHAPE, "%s: the %s heads span columns %lld..%lld, outside the %lld columns of qkv", op, what,
-                   (long long)off, (long long)(off + len), (long long)cols);
-  return H3_OK;
-}
-
-/* first column of head i of the list q heads, then k heads, then v heads */
-static int64_t head_col(const h3_qkv_layout *lay, int64_t i) {
-  int64_t H = lay->heads, KV = h3_cpu_kv_heads(lay);
-  if (i < H) return lay->q_off + i * lay->head_stride;
-  if (i < H + KV) return lay->k_off + (i - H) * lay->head_stride;
-  return lay->v_off + (i - H - KV) * lay->head_stride;
-}
-
 h3_status h3_cpu_check_qkv(const h3_tensor *qkv, const h3_qkv_layout *lay, const char *op) {
   H3_TRY(h3_cpu_check_mat(qkv, H3_DT_F32, op, "qkv"));
-  if (!lay) return h3_fail(H3_ERR_INVALID, "%s: layout is NULL", op);
-  if (lay->heads < 1 || lay->head_dim < 1 || lay->head_stride < 0)
-    return h3_fail(H3_ERR_INVALID, "%s: bad layout (heads %d, head_dim %d, head_stride %lld)", op, lay->heads,
-                   lay->head_dim, (long long)lay->head_stride);
-  if (lay->kv_heads < 0 || lay->kv_heads > lay->heads || (lay->kv_heads && lay->heads % lay->kv_heads != 0))
-    return h3_fail(H3_ERR_INVALID, "%s: %d query heads cannot share %d k/v heads", op, lay->heads, lay->kv_heads);
-  if (lay->causal != 0 && lay->causal != 1)
-    return h3_fail(H3_ERR_INVALID, "%s: causal must be 0 or 1 (is %d)", op, lay->causal);
-  int64_t cols = qkv->shape[1], D = lay->head_dim, H = lay->heads, KV = h3_cpu_kv_heads(lay);
-  H3_TRY(check_span(lay->q_off, (H - 1) * lay->head_stride + D, cols, op, "q"));
-  H3_TRY(check_span(lay->k_off, (KV - 1) * lay->head_stride + D, cols, op, "k"));
-  H3_TRY(check_span(lay->v_off, (KV - 1) * lay->head_stride + D, cols, op, "v"));
-  /* The H + 2 KV head column ranges must not overlap (ops write q and k in place, in parallel). */
-  int64_t n = H + 2 * KV;
-  for (int64_t a = 0; a < n; a++) {
-    int64_t sa = head_col(lay, a);
-    for (int64_t b = a + 1; b < n; b++) {
-      int64_t sb = head_col(lay, b);
-      if (sa < sb + D && sb < sa + D)
-        return h3_fail(H3_ERR_INVALID, "%s: layout has overlapping heads (columns %lld and %lld, head_dim %lld)", op,
-                       (long long)sa, (long long)sb, (long long)D);
-    }
-  }
-  return H3_OK;
+  return h3_qkv_layout_check(lay, qkv->shape[1], op);
 }

@@ -118,7 +118,7 @@ h3_status h3_cpu_param_vec(h3_cpu_impl *c, int slot, const h3_tensor *t, int64_t
 h3_status h3_cpu_check_idx(const h3_tensor *idx, int64_t n, int64_t range, const char *op);
 
 /* Number of k/v heads of a layout (kv_heads 0 means one per query head). */
-static inline int h3_cpu_kv_heads(const h3_qkv_layout *lay) { return lay->kv_heads ? lay->kv_heads : lay->heads; }
+#define h3_cpu_kv_heads h3_qkv_kv_heads
 
 /* ---- ops (cpu_*.c) ------------------------------------------------------ */
 

@@ -175,7 +175,7 @@ h3_status h3_cuda_check_vec(const h3_tensor *t, int64_t n, const char *op, const
 h3_status h3_cuda_check_idx(const h3_tensor *idx, int64_t n, const char *op);
 /* Fused-QKV layout against qkv [S, C] (F32 or BF16, device): as the CPU's check. */
 h3_status h3_cuda_check_qkv(const h3_tensor *qkv, const h3_qkv_layout *lay, const char *op);
-static inline int h3_cuda_kv_heads(const h3_qkv_layout *lay) { return lay->kv_heads ? lay->kv_heads : lay->heads; }
+#define h3_cuda_kv_heads h3_qkv_kv_heads
 
 /* ---- kernel launchers (cuda_elementwise.cu) ------------------------------ */
 
