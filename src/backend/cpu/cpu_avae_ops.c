@@ -13,6 +13,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "backend/op_checks.h"
 #include "backend/cpu/cpu_avae.h"
 #include "backend/cpu/cpu_internal.h"
 #include "core/threadpool.h"
@@ -26,38 +27,11 @@
 
 /* ---- checks ------------------------------------------------------------ */
 
-static h3_status want_btl(const char *op, const char *what, const h3_tensor *t) {
-  char buf[96];
-  if (!t || !t->data) return h3_fail(H3_ERR_INVALID, "%s: %s is missing", op, what);
-  if (t->dtype != H3_DT_F32 || t->ndim != 3 || !h3_tensor_is_contiguous(t))
-    return h3_fail(H3_ERR_INVALID, "%s: %s must be a contiguous F32 [B, C, L] tensor, got %s %s", op, what,
-                   h3_dtype_name(t->dtype), h3_shape_str(t, buf, sizeof buf));
-  return H3_OK;
-}
-
-static h3_status want_vec(const char *op, const char *what, const h3_tensor *t, int64_t n) {
-  char buf[96];
-  if (!t || !t->data) return h3_fail(H3_ERR_INVALID, "%s: %s is missing", op, what);
-  if (t->dtype != H3_DT_F32 || !h3_tensor_is_contiguous(t) || h3_tensor_numel(t) != n)
-    return h3_fail(H3_ERR_INVALID, "%s: %s must be a contiguous F32 vector of %lld elements, got %s %s", op, what,
-                   (long long)n, h3_dtype_name(t->dtype), h3_shape_str(t, buf, sizeof buf));
-  return H3_OK;
-}
-
-static h3_status want_shape3(const char *op, const char *what, const h3_tensor *t, int64_t a, int64_t b, int64_t c) {
-  char buf[96];
-  H3_TRY(want_btl(op, what, t));
-  if (t->shape[0] != a || t->shape[1] != b || t->shape[2] != c)
-    return h3_fail(H3_ERR_SHAPE, "%s: %s is %s, expected [%lld, %lld, %lld]", op, what,
-                   h3_shape_str(t, buf, sizeof buf), (long long)a, (long long)b, (long long)c);
-  return H3_OK;
-}
-
-static int overlaps(const h3_tensor *a, const h3_tensor *b) {
-  const char *a0 = a->data, *b0 = b->data;
-  const char *a1 = a0 + h3_tensor_nbytes(a), *b1 = b0 + h3_tensor_nbytes(b);
-  return a0 < b1 && b0 < a1;
-}
+/* shared with every backend: src/backend/op_checks.c */
+#define want_btl h3_check_btl
+#define want_vec h3_check_vec
+#define want_shape3 h3_check_shape3
+#define overlaps h3_tensors_overlap
 
 static inline int64_t floordiv(int64_t a, int64_t b) { /* b > 0 */
   int64_t q = a / b;

@@ -36,8 +36,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_internal.h" /* first: declares the core C API with C linkage */
 #include "backend/cuda/cuda_vae_ops.h"
+#include "backend/op_checks.h"
 
 #define VAE_SLOT_STAGE 3 /* scratch slot for copy_convert's staged host rows */
 
@@ -343,38 +344,11 @@ extern "C" h3_status h3_cuda_copy_convert(h3_backend *be, const h3_tensor *x, h3
 
 /* ---- audio VAE: checks (as cpu_avae_ops.c) ------------------------------------- */
 
-static h3_status want_btl(const char *op, const char *what, const h3_tensor *t) {
-  char buf[96];
-  if (!t || !t->data) return h3_fail(H3_ERR_INVALID, "%s: %s is missing", op, what);
-  if (t->dtype != H3_DT_F32 || t->ndim != 3 || !h3_tensor_is_contiguous(t))
-    return h3_fail(H3_ERR_INVALID, "%s: %s must be a contiguous F32 [B, C, L] tensor, got %s %s", op, what,
-                   dt_name(t->dtype), h3_shape_str(t, buf, sizeof buf));
-  return H3_OK;
-}
-
-static h3_status want_vec(const char *op, const char *what, const h3_tensor *t, int64_t n) {
-  char buf[96];
-  if (!t || !t->data) return h3_fail(H3_ERR_INVALID, "%s: %s is missing", op, what);
-  if (t->dtype != H3_DT_F32 || !h3_tensor_is_contiguous(t) || h3_tensor_numel(t) != n)
-    return h3_fail(H3_ERR_INVALID, "%s: %s must be a contiguous F32 vector of %lld elements, got %s %s", op, what,
-                   (long long)n, dt_name(t->dtype), h3_shape_str(t, buf, sizeof buf));
-  return H3_OK;
-}
-
-static h3_status want_shape3(const char *op, const char *what, const h3_tensor *t, int64_t a, int64_t b, int64_t c) {
-  char buf[96];
-  H3_TRY(want_btl(op, what, t));
-  if (t->shape[0] != a || t->shape[1] != b || t->shape[2] != c)
-    return h3_fail(H3_ERR_SHAPE, "%s: %s is %s, expected [%lld, %lld, %lld]", op, what,
-                   h3_shape_str(t, buf, sizeof buf), (long long)a, (long long)b, (long long)c);
-  return H3_OK;
-}
-
-static bool overlaps(const h3_tensor *a, const h3_tensor *b) {
-  const char *a0 = (const char *)a->data, *b0 = (const char *)b->data;
-  const char *a1 = a0 + h3_tensor_nbytes(a), *b1 = b0 + h3_tensor_nbytes(b);
-  return a0 < b1 && b0 < a1;
-}
+/* shared with every backend: src/backend/op_checks.c */
+#define want_btl h3_check_btl
+#define want_vec h3_check_vec
+#define want_shape3 h3_check_shape3
+#define overlaps h3_tensors_overlap
 
 /* Device F32 pointer of a checked F32 weight or vector (NULL for NULL). */
 static h3_status f32_param(h3_backend *be, const h3_tensor *t, const char *op, const char *name, const float **out) {
