@@ -2,7 +2,8 @@
 # Build h3 with the CUDA backend (and without FFmpeg, whose libraries would not
 # fit the device tool's transfer limit) and pack the binaries plus the non-CUDA
 # shared libraries they need into .devbundle/bundle.tar.xz, for a run on the
-# GPU machine with tools/device/gpu_check.sh (carry [".devbundle"]).
+# GPU machine with tools/device/gpu_check.sh (carry [".devbundle"]) or
+# bench/run_gpu_bench.sh (carry [".devbundle", ".ref/diffusers/src"]).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=build-gpu
@@ -11,6 +12,7 @@ cmake --build "$build" -j"$(nproc)"
 rm -rf .devbundle && mkdir -p .devbundle/stage/bin .devbundle/stage/lib
 bins=("$build/h3")
 for t in "$build"/tests/test_*; do [ -x "$t" ] && bins+=("$t"); done
+if [ -x "$build/bench/dit_bench" ]; then bins+=("$build/bench/dit_bench"); fi
 for b in "${bins[@]}"; do strip -o ".devbundle/stage/bin/$(basename "$b")" "$b"; done
 # shared libraries from this system, except the C library and CUDA's own (the GPU machine has those)
 ldd "${bins[@]}" | awk '/=> \//{print $3}' | sort -u |

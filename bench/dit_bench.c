@@ -1,0 +1,689 @@
+/* dit_bench: time the MiniMax-H3 DiT forward (bf16, the released mixed
+ * precision) at the released size on synthetic weights.
+ *
+ *   dit_bench [options] OUT.json
+ *     --device NAME    backend: cuda (default), cuda:N or cpu
+ *     --config NAME    release (default; the released transformer/config.json,
+ *                      embedded verbatim below) or tiny (a toy config for
+ *                      checking this program on the CPU)
+ *     --shapes LIST    WxHxF,... (default 512x512x22,960x544x124,1344x768x124)
+ *     --text N         text rows (default 256)
+ *     --iters N        timed forwards per shape after one warm-up (default 3)
+ *     --gemm N         size of the N x N x N bf16 GEMM that measures the
+ *                      backend's linear rate (default 8192; 0 skips it)
+ *     --budget-s S     soft time budget from the start: fewer timed forwards
+ *                      (down to the warm-up alone) when a shape would not fit
+ *                      (default 0: none)
+ *     --dry-run        sizes and FLOPs only: no GEMM, no weights, no forward
+ *
+ * Every weight tensor is allocated by the backend (device memory on CUDA) and
+ * filled in place by a random kernel (bench_fill.cu): bf16, with the fp32
+ * islands of the release (patch projections, time embedder, output heads) in
+ * F32; Linear weights ~ N(0, 1/fan_in), norm weights ~ 1 + 0.1 N(0, 1),
+ * biases small.  QKV fused contiguous [q; k; v] and fc1 [gate; value] (the
+ * Comfy convention).  No file, no host copy.
+ *
+ * Per shape: the t2va layout of src/pipeline (text | audio | video), the step
+ * timesteps t_v = 0.3, t_a = 0.5 (K = 2), random inputs, one warm-up forward,
+ * then the timed forwards (h3_dit_forward returns after the outputs are on the
+ * host, i.e. after a device sync).  FLOPs as spec dit.md section 7.2 (block
+ * GEMMs + attention + refiner + patch embeds + heads + AdaLN), plus the small
+ * condition_proj and time MLP.  The "floor" is FLOPs at the measured GEMM rate.
+ * The JSON is rewritten after every shape, so a run cut short keeps what it
+ * measured. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/backend.h"
+#include "backend/backend_select.h"
+#include "bench_fill.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "model/dit.h"
+#include "model/dit_config.h"
+#include "model/dit_weights.h"
+#include "pipeline/layout.h"
+#include "pipeline/request.h"
+
+/* /work/shared/data/minimax-h3-snapshot/transformer/config.json, verbatim. */
+static const char k_release_config[] =
+    "{\n"
+    "  \"_class_name\": \"MiniMaxH3Transformer3DModel\",\n"
+    "  \"_diffusers_version\": \"0.36.0.dev0\",\n"
+    "  \"num_attention_heads\": 56,\n"
+    "  \"attention_head_dim\": 128,\n"
+    "  \"hidden_size\": 5376,\n"
+    "  \"num_layers\": 50,\n"
+    "  \"num_refiner_layers\": 2,\n"
+    "  \"ffn_dim\": 14336,\n"
+    "  \"in_channels\": 24,\n"
+    "  \"audio_in_channels\": 32,\n"
+    "  \"patch_size\": [\n"
+    "    1,\n"
+    "    2,\n"
+    "    2\n"
+    "  ],\n"
+    "  \"text_dim\": 5120,\n"
+    "  \"freq_dim\": 256,\n"
+    "  \"time_embed_hidden_dim\": 5376,\n"
+    "  \"time_embed_dim\": 2688,\n"
+    "  \"rope_freq_dim\": 16,\n"
+    "  \"rope_theta\": 10000.0,\n"
+    "  \"norm_eps\": 1e-05,\n"
+    "  \"qk_norm_eps\": 1e-05,\n"
+    "  \"final_norm_eps\": 1e-05\n"
+    "}";
+
+/* The golden fixtures' "tiny" config (tools/golden/make_dit_fixtures.py). */
+static const char k_tiny_config[] =
+    "{\"num_attention_heads\": 3, \"attention_head_dim\": 32, \"hidden_size\": 64, \"num_layers\": 3,"
+    " \"num_refiner_layers\": 2, \"ffn_dim\": 96, \"in_channels\": 24, \"audio_in_channels\": 32,"
+    " \"patch_size\": [1, 2, 2], \"text_dim\": 48, \"freq_dim\": 32, \"time_embed_hidden_dim\": 80,"
+    " \"time_embed_dim\": 40, \"rope_freq_dim\": 4, \"rope_theta\": 10000.0, \"norm_eps\": 1e-05,"
+    " \"qk_norm_eps\": 1e-05, \"final_norm_eps\": 1e-05}";
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, int n) {
+  double t[64];
+  if (n <= 0) return NAN;
+  if (n > 64) n = 64;
+  memcpy(t, v, (size_t)n * sizeof *t);
+  qsort(t, (size_t)n, sizeof *t, cmp_double);
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+/* ---- synthetic weights ---------------------------------------------------- */
+
+typedef struct wpool {
+  h3_backend *be;
+  int on_device; /* CUDA: fill with the kernel; else on the host */
+  void **ptr;
+  size_t n, cap;
+  size_t bytes;
+  int64_t elems;
+  uint64_t seed;
+} wpool;
+
+static h3_status fill(wpool *wp, void *p, h3_dtype dt, size_t n, float mean, float std) {
+  const int bf16 = dt == H3_DT_BF16;
+  const uint64_t seed = wp->seed++;
+  if (!wp->on_device) {
+    h3_bench_fill_normal_host(p, bf16, n, mean, std, seed);
+    return H3_OK;
+  }
+  int e = h3_bench_fill_normal(p, bf16, n, mean, std, seed);
+  if (e) return h3_fail(H3_ERR_INTERNAL, "random fill of %zu elements: %s", n, h3_bench_cuda_error(e));
+  return H3_OK;
+}
+
+/* A backend-allocated tensor, [d0] (d1 == 0) or [d0, d1], values mean + std N(0, 1). */
+static h3_status wtensor(wpool *wp, h3_dtype dt, int64_t d0, int64_t d1, float mean, float std, h3_tensor *out) {
+  const int64_t n = d1 ? d0 * d1 : d0;
+  const size_t bytes = (size_t)n * h3_dtype_size(dt);
+  if (wp->n == wp->cap) {
+    size_t cap = wp->cap ? 2 * wp->cap : 1024;
+    void **np = realloc(wp->ptr, cap * sizeof *np);
+    if (!np) return h3_fail(H3_ERR_NOMEM, "weight list");
+    wp->ptr = np;
+    wp->cap = cap;
+  }
+  void *p = NULL;
+  H3_TRY(wp->be->ops->alloc(wp->be, bytes, &p));
+  wp->ptr[wp->n++] = p;
+  wp->bytes += bytes;
+  wp->elems += n;
+  H3_TRY(fill(wp, p, dt, (size_t)n, mean, std));
+  int64_t shape[2] = {d0, d1};
+  *out = h3_tensor_make(p, dt, d1 ? 2 : 1, shape);
+  return H3_OK;
+}
+
+static void wpool_free(wpool *wp) {
+  for (size_t i = 0; i < wp->n; i++) wp->be->ops->free(wp->be, wp->ptr[i]);
+  free(wp->ptr);
+  wp->ptr = NULL;
+  wp->n = wp->cap = 0;
+}
+
+static float inv_sqrt(int64_t n) { return (float)(1.0 / sqrt((double)n)); }
+
+#define BF H3_DT_BF16
+#define FP H3_DT_F32
+
+static h3_status make_block(wpool *wp, const h3_dit_config *c, int adaln, h3_dit_block_weights *b) {
+  const int64_t H = c->hidden, I = h3_dit_inner(c), F = c->ffn_dim, D = c->head_dim, T = c->time_embed_dim;
+  memset(b, 0, sizeof *b);
+  H3_TRY(wtensor(wp, BF, H, 0, 1.0f, 0.1f, &b->norm1));
+  H3_TRY(wtensor(wp, BF, H, 0, 1.0f, 0.1f, &b->norm2));
+  H3_TRY(wtensor(wp, BF, D, 0, 1.0f, 0.1f, &b->q_norm));
+  H3_TRY(wtensor(wp, BF, D, 0, 1.0f, 0.1f, &b->k_norm));
+  b->n_qkv = 1;
+  H3_TRY(wtensor(wp, BF, 3 * I, H, 0.0f, inv_sqrt(H), &b->qkv[0]));
+  b->qkv_layout.heads = (int)c->num_heads;
+  b->qkv_layout.head_dim = (int)D;
+  b->qkv_layout.q_off = 0; /* contiguous [q_all; k_all; v_all] */
+  b->qkv_layout.k_off = I;
+  b->qkv_layout.v_off = 2 * I;
+  b->qkv_layout.head_stride = D;
+  b->qkv_layout.kv_heads = 0;
+  b->qkv_layout.causal = 0;
+  H3_TRY(wtensor(wp, BF, H, I, 0.0f, inv_sqrt(I), &b->out_proj));
+  H3_TRY(wtensor(wp, BF, 2 * F, H, 0.0f, inv_sqrt(H), &b->fc1));
+  b->fc1_gate_col = 0; /* [gate; value] */
+  b->fc1_value_col = F;
+  H3_TRY(wtensor(wp, BF, H, F, 0.0f, inv_sqrt(F), &b->fc2));
+  if (adaln) {
+    H3_TRY(wtensor(wp, BF, 18 * H, T, 0.0f, inv_sqrt(T), &b->ada_w));
+    H3_TRY(wtensor(wp, BF, 18 * H, 0, 0.0f, 0.1f, &b->ada_b));
+  }
+  return H3_OK;
+}
+
+static h3_status make_weights(wpool *wp, const h3_dit_config *c, h3_dit_weights *w) {
+  const int64_t H = c->hidden, P = h3_dit_patch_dim(c), A = c->audio_in_channels, T = c->time_embed_dim;
+  const int64_t th = c->time_hidden;
+  memset(w, 0, sizeof *w);
+  w->cfg = *c;
+  w->convention = H3_DIT_COMFY;
+  snprintf(w->config_path, sizeof w->config_path, "%s", "");
+  /* fp32 islands: patch projections, time embedder, output heads */
+  H3_TRY(wtensor(wp, FP, H, P, 0.0f, inv_sqrt(P), &w->video_in_w));
+  H3_TRY(wtensor(wp, FP, H, 0, 0.0f, 0.02f, &w->video_in_b));
+  H3_TRY(wtensor(wp, FP, H, A, 0.0f, inv_sqrt(A), &w->audio_in_w));
+  H3_TRY(wtensor(wp, FP, H, 0, 0.0f, 0.02f, &w->audio_in_b));
+  H3_TRY(wtensor(wp, BF, H, c->text_dim, 0.0f, inv_sqrt(c->text_dim), &w->cond_w));
+  H3_TRY(wtensor(wp, BF, H, 0, 0.0f, 0.02f, &w->cond_b));
+  H3_TRY(wtensor(wp, FP, th, c->freq_dim, 0.0f, inv_sqrt(c->freq_dim), &w->time1_w));
+  H3_TRY(wtensor(wp, FP, th, 0, 0.0f, 0.02f, &w->time1_b));
+  H3_TRY(wtensor(wp, FP, T, th, 0.0f, inv_sqrt(th), &w->time2_w));
+  H3_TRY(wtensor(wp, FP, T, 0, 0.0f, 0.02f, &w->time2_b));
+  w->inv_freq = calloc((size_t)c->rope_freq_dim, sizeof(float));
+  w->refiner = calloc((size_t)c->num_refiner_layers + 1, sizeof *w->refiner);
+  w->blocks = calloc((size_t)c->num_layers + 1, sizeof *w->blocks);
+  if (!w->inv_freq || !w->refiner || !w->blocks) return h3_fail(H3_ERR_NOMEM, "weight tables");
+  /* rope.inv_freq = 1 / theta^(2k / (2F)), as dit_weights.c computes it */
+  for (int64_t k = 0; k < c->rope_freq_dim; k++) {
+    float e = (float)(2 * k) / (float)(2 * c->rope_freq_dim);
+    w->inv_freq[k] = 1.0f / (float)pow(c->rope_theta, (double)e);
+  }
+  for (int64_t j = 0; j < c->num_refiner_layers; j++) H3_TRY(make_block(wp, c, 0, &w->refiner[j]));
+  for (int64_t i = 0; i < c->num_layers; i++) H3_TRY(make_block(wp, c, 1, &w->blocks[i]));
+  H3_TRY(wtensor(wp, BF, H, 0, 1.0f, 0.1f, &w->refiner_norm));
+  H3_TRY(wtensor(wp, BF, H, 0, 1.0f, 0.1f, &w->final_norm));
+  H3_TRY(wtensor(wp, BF, 2 * H, T, 0.0f, inv_sqrt(T), &w->final_ada_w));
+  H3_TRY(wtensor(wp, BF, 2 * H, 0, 0.0f, 0.1f, &w->final_ada_b));
+  H3_TRY(wtensor(wp, FP, P, H, 0.0f, inv_sqrt(H), &w->video_out_w));
+  H3_TRY(wtensor(wp, FP, P, 0, 0.0f, 0.02f, &w->video_out_b));
+  H3_TRY(wtensor(wp, FP, A, H, 0.0f, inv_sqrt(H), &w->audio_out_w));
+  H3_TRY(wtensor(wp, FP, A, 0, 0.0f, 0.02f, &w->audio_out_b));
+  w->n_used = wp->n;
+  if (wp->elems != h3_dit_param_count(c, 0))
+    return h3_fail(H3_ERR_INTERNAL, "synthetic weights hold %lld parameters, the config implies %lld",
+                   (long long)wp->elems, (long long)h3_dit_param_count(c, 0));
+  return H3_OK;
+}
+
+static void free_weight_tables(h3_dit_weights *w) {
+  free(w->inv_freq);
+  free(w->refiner);
+  free(w->blocks);
+  w->inv_freq = NULL;
+  w->refiner = w->blocks = NULL;
+}
+
+/* ---- cost model (spec dit.md section 7.2) ------------------------------------ */
+
+static double dit_flops(const h3_dit_config *c, int64_t S, int64_t Nv, int64_t Na, int64_t Nt, int64_t K) {
+  const double H = (double)c->hidden, I = (double)h3_dit_inner(c), F = (double)c->ffn_dim;
+  const double P = (double)h3_dit_patch_dim(c), A = (double)c->audio_in_channels, T = (double)c->time_embed_dim;
+  const double gemm_tok = 2 * H * 3 * I + 2 * I * H + 2 * H * 2 * F + 2 * F * H; /* 7.707e8 released */
+  const double attn_key = 4 * I;                                                  /* QK^T + PV per key: 28,672 */
+  double f = (double)c->num_layers * (double)S * (gemm_tok + attn_key * (double)S);
+  f += (double)c->num_refiner_layers * (double)Nt * (gemm_tok + attn_key * (double)Nt);
+  f += 2.0 * (double)Nv * P * H + 2.0 * (double)Na * A * H; /* patch embeds */
+  f += 2.0 * (double)Nv * H * P + 2.0 * (double)Na * H * A; /* heads (selected rows) */
+  f += (double)c->num_layers * (double)K * 2 * T * 18 * H + (double)K * 2 * T * 2 * H; /* AdaLN */
+  f += 2.0 * (double)Nt * (double)c->text_dim * H;                                    /* condition_proj */
+  if (!c->curve)
+    f += (double)K * (2.0 * (double)c->freq_dim * (double)c->time_hidden + 2.0 * (double)c->time_hidden * T);
+  return f;
+}
+
+/* ---- GEMM rate: the backend's linear on an N x N x N problem ------------------- */
+
+static h3_status gemm_rate(h3_backend *be, int64_t n, int iters, double *seconds, double *tflops) {
+  wpool wp = {.be = be, .on_device = !strcmp(be->name, "cuda"), .seed = 777};
+  h3_tensor x, w, y;
+  const h3_dtype act = be->act_dtype;
+  h3_status s = wtensor(&wp, act, n, n, 0.0f, 1.0f, &x);
+  if (s == H3_OK) s = wtensor(&wp, BF, n, n, 0.0f, inv_sqrt(n), &w);
+  if (s == H3_OK) s = wtensor(&wp, act, n, n, 0.0f, 0.0f, &y);
+  const bool saved = be->emulate_bf16;
+  be->emulate_bf16 = true;
+  for (int i = 0; i < 10 && s == H3_OK; i++) s = be->ops->linear(be, &x, &w, NULL, &y); /* warm-up, clocks up */
+  if (s == H3_OK) s = be->ops->sync(be);
+  double t0 = now_s();
+  for (int i = 0; i < iters && s == H3_OK; i++) s = be->ops->linear(be, &x, &w, NULL, &y);
+  if (s == H3_OK) s = be->ops->sync(be);
+  double dt = (now_s() - t0) / iters;
+  be->emulate_bf16 = saved;
+  wpool_free(&wp);
+  H3_TRY(s);
+  *seconds = dt;
+  *tflops = 2.0 * (double)n * (double)n * (double)n / dt / 1e12;
+  return H3_OK;
+}
+
+/* ---- one shape -------------------------------------------------------------------- */
+
+typedef struct shape {
+  int64_t width, height, frames;
+} shape;
+
+typedef struct result {
+  char name[48];
+  char status[256];
+  int64_t S, Nv, Na, Nt, K, T, A, lh, lw;
+  double flops, warmup_s, times[64], median_s, tflops, floor_s;
+  int n_times, from_warmup;
+  int64_t nonfinite;
+  double out_rms;
+} result;
+
+static h3_status bench_shape(h3_backend *be, const h3_dit_config *c, const h3_dit_weights *w, const shape *sh,
+                             int64_t L, int iters, double deadline, result *r) {
+  int64_t F;
+  H3_TRY(h3_align_num_frames(sh->frames, &F));
+  H3_TRY(h3_video_latent_frames(F, &r->T));
+  r->A = h3_audio_latent_count(F);
+  if (sh->width % 32 || sh->height % 32)
+    return h3_fail(H3_ERR_INVALID, "%s: width and height must be multiples of 32", r->name);
+  r->lh = sh->height / H3_SPATIAL_COMPRESSION;
+  r->lw = sh->width / H3_SPATIAL_COMPRESSION;
+
+  h3_status s = H3_OK;
+  h3_layout lay;
+  memset(&lay, 0, sizeof lay);
+  int64_t *tags = NULL, *tidx = NULL;
+  float *hs = NULL, *ahs = NULL, *ehs = NULL, *vout = NULL, *aout = NULL;
+  h3_dit *m = NULL;
+
+  tags = malloc((size_t)(L ? L : 1) * sizeof *tags);
+  if (!tags) return h3_fail(H3_ERR_NOMEM, "text tags");
+  for (int64_t i = 0; i < L; i++) tags[i] = 1;
+  s = h3_layout_build_t2va(&lay, tags, L, r->T, r->lh, r->lw, r->A, NULL, 0);
+  if (s != H3_OK) goto done;
+  r->S = lay.seq_len;
+  r->Nv = lay.num_video_rows;
+  r->Na = lay.num_audio_rows;
+  r->Nt = lay.num_text;
+  tidx = malloc((size_t)r->S * sizeof *tidx);
+  if (!tidx) {
+    s = h3_fail(H3_ERR_NOMEM, "timestep indices");
+    goto done;
+  }
+  float ts[4];
+  s = h3_layout_step_timesteps(&lay, 0.3f, 0.5f, ts, &r->K, tidx);
+  if (s != H3_OK) goto done;
+  r->flops = dit_flops(c, r->S, r->Nv, r->Na, r->Nt, r->K);
+  if (!w) goto done; /* dry run */
+
+  const int64_t P = h3_dit_patch_dim(c), A = c->audio_in_channels;
+  hs = malloc((size_t)(r->Nv * P) * sizeof *hs + 1);
+  ahs = malloc((size_t)(r->Na * A) * sizeof *ahs + 1);
+  ehs = malloc((size_t)(r->Nt * c->text_dim) * sizeof *ehs + 1);
+  vout = malloc((size_t)(r->Nv * P) * sizeof *vout + 1);
+  aout = malloc((size_t)(r->Na * A) * sizeof *aout + 1);
+  if (!hs || !ahs || !ehs || !vout || !aout) {
+    s = h3_fail(H3_ERR_NOMEM, "inputs");
+    goto done;
+  }
+  h3_bench_fill_normal_host(hs, 0, (size_t)(r->Nv * P), 0.0f, 1.0f, 101);
+  h3_bench_fill_normal_host(ahs, 0, (size_t)(r->Na * A), 0.0f, 1.0f, 102);
+  h3_bench_fill_normal_host(ehs, 0, (size_t)(r->Nt * c->text_dim), 0.0f, 1.0f, 103);
+  h3_dit_inputs in = {
+      .n_video = r->Nv,
+      .n_audio = r->Na,
+      .n_text = r->Nt,
+      .seq_len = r->S,
+      .n_timesteps = r->K,
+      .hidden_states = hs,
+      .audio_hidden_states = ahs,
+      .encoder_hidden_states = ehs,
+      .timestep = ts,
+      .timestep_indices = tidx,
+      .token_tags = lay.token_tags,
+      .position_ids = lay.position_ids,
+      .video_indices = lay.video_indices,
+      .audio_indices = lay.audio_indices,
+      .text_indices = lay.text_indices,
+  };
+  s = h3_dit_create(be, w, H3_PRECISION_BF16, &m);
+  if (s != H3_OK) goto done;
+  printf("  %s: S=%lld (video %lld, audio %lld, text %lld), K=%lld, %.3f PFLOP: warm-up...\n", r->name,
+         (long long)r->S, (long long)r->Nv, (long long)r->Na, (long long)r->Nt, (long long)r->K, r->flops / 1e15);
+  fflush(stdout);
+  double t0 = now_s();
+  s = h3_dit_forward(m, &in, vout, aout);
+  r->warmup_s = now_s() - t0;
+  if (s != H3_OK) goto done;
+  int n = iters;
+  if (deadline > 0) { /* as many as fit before the deadline, at the warm-up's pace */
+    double avail = deadline - now_s();
+    int fit = avail > 0 ? (int)(avail / r->warmup_s) : 0;
+    if (fit < n) n = fit;
+  }
+  if (n > 64) n = 64;
+  for (int i = 0; i < n; i++) {
+    t0 = now_s();
+    s = h3_dit_forward(m, &in, vout, aout);
+    r->times[i] = now_s() - t0;
+    if (s != H3_OK) goto done;
+    r->n_times = i + 1;
+    printf("    forward %d: %.3f s\n", i + 1, r->times[i]);
+    fflush(stdout);
+  }
+  if (r->n_times > 0) {
+    r->median_s = median(r->times, r->n_times);
+  } else { /* out of budget: the warm-up is the only measurement */
+    r->median_s = r->warmup_s;
+    r->from_warmup = 1;
+  }
+  r->tflops = r->flops / r->median_s / 1e12;
+  /* sanity: outputs finite, rms */
+  double ss = 0;
+  int64_t cnt = 0;
+  for (int64_t i = 0; i < r->Nv * P; i++) {
+    if (!isfinite(vout[i])) r->nonfinite++;
+    else ss += (double)vout[i] * vout[i], cnt++;
+  }
+  for (int64_t i = 0; i < r->Na * A; i++) {
+    if (!isfinite(aout[i])) r->nonfinite++;
+    else ss += (double)aout[i] * aout[i], cnt++;
+  }
+  r->out_rms = cnt ? sqrt(ss / (double)cnt) : 0.0;
+done:
+  h3_dit_destroy(m);
+  h3_layout_free(&lay);
+  free(tags);
+  free(tidx);
+  free(hs);
+  free(ahs);
+  free(ehs);
+  free(vout);
+  free(aout);
+  return s;
+}
+
+/* ---- JSON ---------------------------------------------------------------------------- */
+
+typedef struct report {
+  const char *path, *device, *config;
+  char status[512]; /* "ok" or the error that stopped the run */
+  char gpu[256];
+  int64_t params;
+  double weight_bytes, fill_s;
+  double gemm_n, gemm_s, gemm_tflops;
+  char gemm_status[256];
+  result *res;
+  int nres;
+} report;
+
+static json_t *jnum(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+static void write_json(const report *rp) {
+  json_t *root = json_object();
+  json_object_set_new(root, "engine", json_string("h3"));
+  json_object_set_new(root, "status", json_string(rp->status));
+  json_object_set_new(root, "device", json_string(rp->device));
+  json_object_set_new(root, "gpu", json_string(rp->gpu));
+  json_object_set_new(root, "config", json_string(rp->config));
+  json_object_set_new(root, "precision", json_string("bf16"));
+  json_object_set_new(root, "params", json_integer(rp->params));
+  json_object_set_new(root, "weight_bytes", jnum(rp->weight_bytes));
+  json_object_set_new(root, "weight_fill_s", jnum(rp->fill_s));
+  json_t *g = json_object();
+  json_object_set_new(g, "m", json_integer((json_int_t)rp->gemm_n));
+  json_object_set_new(g, "n", json_integer((json_int_t)rp->gemm_n));
+  json_object_set_new(g, "k", json_integer((json_int_t)rp->gemm_n));
+  json_object_set_new(g, "seconds", jnum(rp->gemm_s));
+  json_object_set_new(g, "tflops", jnum(rp->gemm_tflops));
+  json_object_set_new(g, "status", json_string(rp->gemm_status));
+  json_object_set_new(root, "gemm", g);
+  json_t *arr = json_array();
+  for (int i = 0; i < rp->nres; i++) {
+    const result *r = &rp->res[i];
+    json_t *o = json_object();
+    json_object_set_new(o, "shape", json_string(r->name));
+    json_object_set_new(o, "status", json_string(r->status));
+    json_object_set_new(o, "S", json_integer(r->S));
+    json_object_set_new(o, "n_video", json_integer(r->Nv));
+    json_object_set_new(o, "n_audio", json_integer(r->Na));
+    json_object_set_new(o, "n_text", json_integer(r->Nt));
+    json_object_set_new(o, "n_timesteps", json_integer(r->K));
+    json_object_set_new(o, "latent_frames", json_integer(r->T));
+    json_object_set_new(o, "latent_height", json_integer(r->lh));
+    json_object_set_new(o, "latent_width", json_integer(r->lw));
+    json_object_set_new(o, "audio_latents", json_integer(r->A));
+    json_object_set_new(o, "flops", jnum(r->flops));
+    json_object_set_new(o, "warmup_s", jnum(r->warmup_s));
+    json_t *t = json_array();
+    for (int k = 0; k < r->n_times; k++) json_array_append_new(t, jnum(r->times[k]));
+    json_object_set_new(o, "times_s", t);
+    json_object_set_new(o, "median_s", jnum(r->median_s));
+    json_object_set_new(o, "median_from_warmup", json_boolean(r->from_warmup));
+    json_object_set_new(o, "tflops", jnum(r->tflops));
+    json_object_set_new(o, "floor_s", jnum(r->floor_s));
+    json_object_set_new(o, "nonfinite_outputs", json_integer(r->nonfinite));
+    json_object_set_new(o, "output_rms", jnum(r->out_rms));
+    json_array_append_new(arr, o);
+  }
+  json_object_set_new(root, "shapes", arr);
+  /* through a temporary file, so a run killed mid-write leaves the previous version */
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", rp->path);
+  if (json_dump_file(root, tmp, JSON_INDENT(2)) != 0 || rename(tmp, rp->path) != 0)
+    fprintf(stderr, "dit_bench: cannot write %s\n", rp->path);
+  json_decref(root);
+}
+
+/* ---- main ------------------------------------------------------------------------------ */
+
+static int parse_shapes(const char *s, shape *out, int cap) {
+  int n = 0;
+  while (*s && n < cap) {
+    long long w, h, f;
+    int used = 0;
+    if (sscanf(s, "%lldx%lldx%lld%n", &w, &h, &f, &used) != 3 || w <= 0 || h <= 0 || f <= 0) return -1;
+    out[n++] = (shape){w, h, f};
+    s += used;
+    if (*s == ',') s++;
+    else if (*s) return -1;
+  }
+  return *s ? -1 : n;
+}
+
+static int usage(void) {
+  fprintf(stderr,
+          "usage: dit_bench [--device cuda|cuda:N|cpu] [--config release|tiny] [--shapes WxHxF,...]\n"
+          "                 [--text N] [--iters N] [--gemm N] [--budget-s S] [--dry-run] OUT.json\n");
+  return 2;
+}
+
+int main(int argc, char **argv) {
+  const double t_start = now_s();
+  const char *device = "cuda", *config = "release", *json_path = NULL;
+  shape shapes[16] = {{512, 512, 22}, {960, 544, 124}, {1344, 768, 124}};
+  int nshapes = 3, iters = 3;
+  int64_t L = 256, gemm_n = 8192;
+  double budget = 0;
+  int dry = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--device") && v) device = v, i++;
+    else if (!strcmp(a, "--config") && v) config = v, i++;
+    else if (!strcmp(a, "--shapes") && v) {
+      nshapes = parse_shapes(v, shapes, 16);
+      if (nshapes < 1) return usage();
+      i++;
+    } else if (!strcmp(a, "--text") && v) L = atoll(v), i++;
+    else if (!strcmp(a, "--iters") && v) iters = atoi(v), i++;
+    else if (!strcmp(a, "--gemm") && v) gemm_n = atoll(v), i++;
+    else if (!strcmp(a, "--budget-s") && v) budget = atof(v), i++;
+    else if (!strcmp(a, "--dry-run")) dry = 1;
+    else if (a[0] != '-' && !json_path) json_path = a;
+    else return usage();
+  }
+  if (!json_path || L < 1 || iters < 0 || gemm_n < 0) return usage();
+  if (strcmp(config, "release") && strcmp(config, "tiny")) return usage();
+  const double deadline = budget > 0 ? t_start + budget : 0;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+
+  h3_dit_config cfg;
+  json_error_t jerr;
+  json_t *root = json_loads(!strcmp(config, "release") ? k_release_config : k_tiny_config, 0, &jerr);
+  if (!root) {
+    fprintf(stderr, "dit_bench: error: embedded config: %s\n", jerr.text);
+    return 1;
+  }
+  h3_status s = h3_dit_config_from_json(root, config, &cfg);
+  json_decref(root);
+  if (s != H3_OK) {
+    fprintf(stderr, "dit_bench: error: %s\n", h3_last_error());
+    return 1;
+  }
+
+  h3_backend *be = NULL;
+  if ((s = h3_backend_create_named(device, &be)) != H3_OK) {
+    fprintf(stderr, "dit_bench: error: %s\n", h3_last_error());
+    report fail = {.path = json_path, .device = device, .config = config, .gemm_n = (double)gemm_n};
+    fail.gemm_s = fail.gemm_tflops = NAN;
+    snprintf(fail.status, sizeof fail.status, "error: backend: %.480s", h3_last_error());
+    snprintf(fail.gemm_status, sizeof fail.gemm_status, "not run");
+    write_json(&fail);
+    return 1;
+  }
+  report rp = {.path = json_path, .device = be->name, .config = config, .gemm_n = (double)gemm_n};
+  snprintf(rp.status, sizeof rp.status, "ok");
+  rp.gemm_s = rp.gemm_tflops = NAN;
+  snprintf(rp.gemm_status, sizeof rp.gemm_status, "%s", gemm_n ? "not run" : "skipped");
+  if (!strcmp(be->name, "cuda")) h3_bench_device_name(rp.gpu, sizeof rp.gpu);
+  result res[16];
+  memset(res, 0, sizeof res);
+  for (int i = 0; i < nshapes; i++) {
+    snprintf(res[i].name, sizeof res[i].name, "%lldx%lldx%lldf", (long long)shapes[i].width,
+             (long long)shapes[i].height, (long long)shapes[i].frames);
+    snprintf(res[i].status, sizeof res[i].status, "not run");
+    res[i].warmup_s = res[i].median_s = res[i].tflops = res[i].floor_s = res[i].flops = res[i].out_rms = NAN;
+  }
+  rp.res = res;
+  rp.nres = nshapes;
+  rp.params = h3_dit_param_count(&cfg, 0);
+  printf("dit_bench: %s config (%lld parameters), backend %s%s%s\n", config, (long long)rp.params, be->name,
+         rp.gpu[0] ? ", " : "", rp.gpu);
+  write_json(&rp);
+
+  if (dry) {
+    printf("%-16s %7s %7s %6s %5s %2s %9s\n", "shape", "S", "video", "audio", "text", "K", "PFLOP");
+    for (int i = 0; i < nshapes; i++) {
+      result *r = &res[i];
+      if (bench_shape(be, &cfg, NULL, &shapes[i], L, 0, 0, r) != H3_OK) {
+        printf("%-16s error: %s\n", r->name, h3_last_error());
+        continue;
+      }
+      snprintf(r->status, sizeof r->status, "dry run");
+      printf("%-16s %7lld %7lld %6lld %5lld %2lld %9.4f\n", r->name, (long long)r->S, (long long)r->Nv,
+             (long long)r->Na, (long long)r->Nt, (long long)r->K, r->flops / 1e15);
+    }
+    write_json(&rp);
+    h3_backend_destroy(be);
+    return 0;
+  }
+
+  /* 1. GEMM rate (before the 66 GB of weights, so the test has the memory) */
+  if (gemm_n > 0) {
+    s = gemm_rate(be, gemm_n, 50, &rp.gemm_s, &rp.gemm_tflops);
+    if (s == H3_OK) {
+      snprintf(rp.gemm_status, sizeof rp.gemm_status, "ok");
+      printf("linear %lld^3 bf16: %.3f ms, %.1f TFLOP/s\n", (long long)gemm_n, rp.gemm_s * 1e3, rp.gemm_tflops);
+    } else {
+      snprintf(rp.gemm_status, sizeof rp.gemm_status, "error: %s", h3_last_error());
+      fprintf(stderr, "dit_bench: GEMM rate: %s\n", h3_last_error());
+    }
+    write_json(&rp);
+  }
+
+  /* 2. weights, filled on the device */
+  wpool wp = {.be = be, .on_device = !strcmp(be->name, "cuda"), .seed = 1};
+  h3_dit_weights w;
+  double t0 = now_s();
+  s = make_weights(&wp, &cfg, &w);
+  rp.fill_s = now_s() - t0;
+  rp.weight_bytes = (double)wp.bytes;
+  int rc = 0;
+  if (s != H3_OK) {
+    fprintf(stderr, "dit_bench: error: synthetic weights: %s\n", h3_last_error());
+    snprintf(rp.status, sizeof rp.status, "error: synthetic weights: %.400s", h3_last_error());
+    for (int i = 0; i < nshapes; i++) snprintf(res[i].status, sizeof res[i].status, "not run (no weights)");
+    rc = 1;
+  } else {
+    printf("weights: %zu tensors, %.2f GB, filled in %.2f s\n", wp.n, (double)wp.bytes / 1e9, rp.fill_s);
+  }
+  write_json(&rp);
+
+  /* 3. shapes */
+  for (int i = 0; i < nshapes && s == H3_OK; i++) {
+    result *r = &res[i];
+    if (deadline > 0 && now_s() >= deadline) {
+      snprintf(r->status, sizeof r->status, "skipped: time budget spent");
+      printf("  %s: skipped (time budget spent)\n", r->name);
+      write_json(&rp);
+      continue;
+    }
+    h3_status ss = bench_shape(be, &cfg, &w, &shapes[i], L, iters, deadline, r);
+    if (ss == H3_OK) {
+      snprintf(r->status, sizeof r->status, "ok");
+      if (rp.gemm_tflops > 0) r->floor_s = r->flops / (rp.gemm_tflops * 1e12);
+      if (r->nonfinite) fprintf(stderr, "dit_bench: %s: %lld non-finite outputs\n", r->name, (long long)r->nonfinite);
+    } else {
+      snprintf(r->status, sizeof r->status, "error: %.240s", h3_last_error());
+      fprintf(stderr, "dit_bench: %s: %s\n", r->name, h3_last_error());
+      rc = 1;
+    }
+    write_json(&rp);
+  }
+
+  printf("\n%-16s %7s %7s %6s %5s %2s %9s %9s %9s %5s %8s %9s\n", "shape", "S", "video", "audio", "text", "K",
+         "PFLOP", "warm s", "median s", "n", "TFLOP/s", "floor s");
+  for (int i = 0; i < nshapes; i++) {
+    const result *r = &res[i];
+    if (strcmp(r->status, "ok")) {
+      printf("%-16s %s\n", r->name, r->status);
+      continue;
+    }
+    printf("%-16s %7lld %7lld %6lld %5lld %2lld %9.3f %9.3f %9.3f %5d %8.1f %9.3f%s\n", r->name, (long long)r->S,
+           (long long)r->Nv, (long long)r->Na, (long long)r->Nt, (long long)r->K, r->flops / 1e15, r->warmup_s,
+           r->median_s, r->n_times, r->tflops, r->floor_s, r->nonfinite ? "  NON-FINITE" : "");
+  }
+  if (rp.gemm_tflops > 0) printf("floor = FLOPs at the measured linear rate, %.1f TFLOP/s\n", rp.gemm_tflops);
+
+  wpool_free(&wp);
+  free_weight_tables(&w);
+  h3_backend_destroy(be);
+  return rc;
+}
