@@ -167,6 +167,12 @@ struct h3_backend {
 
 /* The CPU backend (threads from the default pool). */
 h3_status h3_backend_cpu_create(h3_backend **out);
+/* The CPU backend on its own pool (not owned; it must outlive the backend),
+ * NULL: every op runs on the calling thread.  The default pool runs one job at
+ * a time, so backends used concurrently from several threads (e.g. one per
+ * sequence-parallel rank) each need their own pool or NULL. */
+struct h3_threadpool;
+h3_status h3_backend_cpu_create_pool(struct h3_threadpool *pool, h3_backend **out);
 void h3_backend_destroy(h3_backend *be);
 
 #ifdef H3_HAVE_CUDA

@@ -6,21 +6,13 @@
  * explicit casts of the reference (text states -> bf16, patch embeddings ->
  * bf16, silu(e(t)) -> bf16) are explicit round_bf16 calls here. */
 #include "model/dit.h"
+#include "model/dit_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
-
-struct h3_dit {
-  h3_backend *be;
-  const h3_dit_weights *w;
-  h3_precision prec;
-  void *mem;     /* backend buffer behind the arena */
-  size_t mem_cap;
-  h3_arena arena;
-};
 
 #define OPS (m->be->ops)
 
@@ -114,7 +106,7 @@ static plan make_plan(const h3_dit_config *c, int64_t S, int64_t Nv, int64_t Na,
 #define F32B(n) h3_arena_round((size_t)(n) * 4)
 static int64_t max3(int64_t a, int64_t b, int64_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 /* F32 staging for the fp32 islands' inputs/outputs before conversion to the activation dtype. */
-static int64_t stage_elems(const h3_dit_config *c, int64_t Nv, int64_t Na, int64_t Nt, int64_t K) {
+int64_t h3_dit_stage_elems(const h3_dit_config *c, int64_t Nv, int64_t Na, int64_t Nt, int64_t K) {
   const int64_t H = c->hidden;
   return max3(max3(Nv, Na, 1) * H, Nt * c->text_dim, K * 18 * H);
 }
@@ -126,7 +118,7 @@ size_t h3_dit_arena_bytes(const h3_dit_config *c, int64_t S, int64_t Nv, int64_t
   /* activations are planned at 4 bytes an element: exact for f32, twice what bf16 needs */
   b += 4 * F32B(S * H);                 /* x, h, y, t2 */
   b += F32B(S * p.wide) + F32B(S * p.mid);
-  b += F32B(stage_elems(c, Nv, Na, Nt, K)) + F32B(K * T);
+  b += F32B(h3_dit_stage_elems(c, Nv, Na, Nt, K)) + F32B(K * T);
   b += 2 * F32B(S * R);                 /* cos, sin */
   b += 2 * F32B(S) + F32B(Nv) + F32B(Na) + F32B(Nt); /* i32 index vectors */
   b += F32B(Nv * h3_dit_patch_dim(c)) * 2 + F32B(Na * c->audio_in_channels) * 2 + F32B(Nt * c->text_dim);
@@ -136,12 +128,12 @@ size_t h3_dit_arena_bytes(const h3_dit_config *c, int64_t S, int64_t Nv, int64_t
 
 /* ---- helpers ---- */
 
-static h3_status take(h3_dit *m, h3_dtype dt, int64_t rows, int64_t cols, h3_tensor *t) {
+h3_status h3_dit_take(h3_dit *m, h3_dtype dt, int64_t rows, int64_t cols, h3_tensor *t) {
   int64_t shape[2] = {rows, cols};
   return h3_arena_tensor(&m->arena, dt, 2, shape, t);
 }
 
-static h3_status take_idx(h3_dit *m, int64_t n, h3_tensor *t) {
+h3_status h3_dit_take_idx(h3_dit *m, int64_t n, h3_tensor *t) {
   int64_t shape[1] = {n};
   return h3_arena_tensor(&m->arena, H3_DT_I32, 1, shape, t);
 }
@@ -149,11 +141,11 @@ static h3_status take_idx(h3_dit *m, int64_t n, h3_tensor *t) {
 static h3_tensor rows_of(const h3_tensor *t, int64_t n) { return h3_tensor_narrow(t, 0, 0, n); }
 static h3_tensor cols_of(const h3_tensor *t, int64_t c0, int64_t n) { return h3_tensor_narrow(t, 1, c0, n); }
 
-static h3_status upload_f32(h3_dit *m, h3_tensor *dst, const float *src) {
+h3_status h3_dit_upload_f32(h3_dit *m, h3_tensor *dst, const float *src) {
   return OPS->upload(m->be, dst->data, src, h3_tensor_nbytes(dst));
 }
 
-static h3_status upload_i32(h3_dit *m, h3_tensor *dst, const int64_t *src, int64_t n, int64_t mul, const int64_t *add) {
+h3_status h3_dit_upload_i32(h3_dit *m, h3_tensor *dst, const int64_t *src, int64_t n, int64_t mul, const int64_t *add) {
   int32_t *tmp = malloc((size_t)(n ? n : 1) * sizeof *tmp);
   if (!tmp) return h3_fail(H3_ERR_NOMEM, "index upload");
   for (int64_t i = 0; i < n; i++) tmp[i] = (int32_t)(src[i] * mul + (add ? add[i] : 0));
@@ -163,7 +155,7 @@ static h3_status upload_i32(h3_dit *m, h3_tensor *dst, const int64_t *src, int64
 }
 
 /* Linear of an fp32 island: never rounded to bf16. */
-static h3_status linear_f32(h3_dit *m, const h3_tensor *x, const h3_tensor *w, const h3_tensor *b, h3_tensor *y) {
+h3_status h3_dit_linear_f32(h3_dit *m, const h3_tensor *x, const h3_tensor *w, const h3_tensor *b, h3_tensor *y) {
   bool saved = m->be->emulate_bf16;
   m->be->emulate_bf16 = false;
   h3_status s = OPS->linear(m->be, x, w, b, y);
@@ -179,26 +171,26 @@ static h3_status silu_f32(h3_dit *m, h3_tensor *x) {
   return s;
 }
 
-static h3_status cast_bf16(h3_dit *m, h3_tensor *x) {
+h3_status h3_dit_cast_bf16(h3_dit *m, h3_tensor *x) {
   return m->prec == H3_PRECISION_BF16 ? OPS->round_bf16(m->be, x) : H3_OK;
 }
 
 /* The block stack's activation dtype: bf16 storage where the backend keeps
  * activations in bf16 (CUDA) and the precision is bf16; f32 otherwise (the CPU
  * emulates bf16 rounding in f32 storage). */
-static h3_dtype act_dtype(const h3_dit *m) {
+h3_dtype h3_dit_act_dtype(const h3_dit *m) {
   return m->prec == H3_PRECISION_BF16 && m->be->act_dtype == H3_DT_BF16 ? H3_DT_BF16 : H3_DT_F32;
 }
 
 /* An fp32 island's output (F32 `src`) into the stack's dtype: the reference's
  * `.to(bf16)`.  With f32 storage `dst` is `src` itself, rounded in place. */
-static h3_status to_act(h3_dit *m, h3_tensor *src, h3_tensor *dst) {
-  if (dst->dtype == H3_DT_F32 && dst->data == src->data) return cast_bf16(m, src);
+h3_status h3_dit_to_act(h3_dit *m, h3_tensor *src, h3_tensor *dst) {
+  if (dst->dtype == H3_DT_F32 && dst->data == src->data) return h3_dit_cast_bf16(m, src);
   return OPS->copy_convert(m->be, src, dst);
 }
 
 /* qkv = h W_qkv^T (fused, or to_q/to_k/to_v into column thirds) */
-static h3_status qkv_proj(h3_dit *m, const h3_dit_block_weights *bw, const h3_tensor *h, h3_tensor *qkv) {
+h3_status h3_dit_qkv_proj(h3_dit *m, const h3_dit_block_weights *bw, const h3_tensor *h, h3_tensor *qkv) {
   if (bw->n_qkv == 1) return OPS->linear(m->be, h, &bw->qkv[0], NULL, qkv);
   int64_t I = bw->qkv[0].shape[0];
   for (int i = 0; i < 3; i++) {
@@ -208,18 +200,14 @@ static h3_status qkv_proj(h3_dit *m, const h3_dit_block_weights *bw, const h3_te
   return H3_OK;
 }
 
-typedef struct scratch {
-  h3_tensor h, y, wide, mid;
-} scratch;
-
 /* Attention sub-layer output (before gate / residual) into sc->y rows. */
 static h3_status attn_sublayer(h3_dit *m, const h3_dit_block_weights *bw, int64_t n, const h3_tensor *h,
-                               const h3_tensor *cos, const h3_tensor *sin, scratch *sc) {
+                               const h3_tensor *cos, const h3_tensor *sin, h3_dit_scratch *sc) {
   const h3_dit_config *c = &m->w->cfg;
   const int64_t I = h3_dit_inner(c);
   h3_tensor qkv = cols_of(&sc->wide, 0, 3 * I);
   qkv = rows_of(&qkv, n);
-  H3_TRY(qkv_proj(m, bw, h, &qkv));
+  H3_TRY(h3_dit_qkv_proj(m, bw, h, &qkv));
   H3_TRY(OPS->qk_norm_rope(m->be, &qkv, &bw->qkv_layout, &bw->q_norm, &bw->k_norm, (float)c->qk_norm_eps, cos, sin));
   h3_tensor o = rows_of(&sc->mid, n);
   o = cols_of(&o, 0, I);
@@ -229,7 +217,8 @@ static h3_status attn_sublayer(h3_dit *m, const h3_dit_block_weights *bw, int64_
 }
 
 /* SwiGLU MLP output into sc->y rows. */
-static h3_status mlp_sublayer(h3_dit *m, const h3_dit_block_weights *bw, int64_t n, const h3_tensor *h, scratch *sc) {
+h3_status h3_dit_mlp_sublayer(h3_dit *m, const h3_dit_block_weights *bw, int64_t n, const h3_tensor *h,
+                              h3_dit_scratch *sc) {
   const int64_t F = m->w->cfg.ffn_dim;
   h3_tensor f = rows_of(&sc->wide, n);
   f = cols_of(&f, 0, 2 * F);
@@ -242,7 +231,7 @@ static h3_status mlp_sublayer(h3_dit *m, const h3_dit_block_weights *bw, int64_t
 }
 
 /* Text path: condition_proj + token refiner (no RoPE, no modulation) + final norm, in place in `t`. */
-static h3_status text_path(h3_dit *m, h3_tensor *tin, h3_tensor *t, scratch *sc) {
+h3_status h3_dit_text_path(h3_dit *m, h3_tensor *tin, h3_tensor *t, h3_dit_scratch *sc) {
   const h3_dit_weights *w = m->w;
   const h3_dit_config *c = &w->cfg;
   const int64_t n = t->shape[0];
@@ -254,7 +243,7 @@ static h3_status text_path(h3_dit *m, h3_tensor *tin, h3_tensor *t, scratch *sc)
     H3_TRY(attn_sublayer(m, bw, n, &h, NULL, NULL, sc));
     H3_TRY(OPS->add(m->be, t, &y));
     H3_TRY(OPS->rmsnorm(m->be, t, &bw->norm2, (float)c->norm_eps, &h));
-    H3_TRY(mlp_sublayer(m, bw, n, &h, sc));
+    H3_TRY(h3_dit_mlp_sublayer(m, bw, n, &h, sc));
     H3_TRY(OPS->add(m->be, t, &y));
   }
   return OPS->rmsnorm(m->be, t, &w->refiner_norm, (float)c->final_norm_eps, t);
@@ -300,7 +289,7 @@ static h3_status curve_features(const h3_dit_weights *w, const float *t, int64_t
 }
 
 /* RoPE tables [S, 6F]: angles (t | h | w) x inv_freq, duplicated; cos/sin in f32. */
-static void rope_tables(const h3_dit_weights *w, const float *pos, int64_t S, float *cosb, float *sinb) {
+void h3_dit_rope_tables(const h3_dit_weights *w, const float *pos, int64_t S, float *cosb, float *sinb) {
   const int64_t F = w->cfg.rope_freq_dim, R = 6 * F;
   for (int64_t r = 0; r < S; r++)
     for (int a = 0; a < 3; a++)
@@ -313,7 +302,7 @@ static void rope_tables(const h3_dit_weights *w, const float *pos, int64_t S, fl
       }
 }
 
-static h3_status ensure_arena(h3_dit *m, size_t bytes) {
+h3_status h3_dit_ensure_arena(h3_dit *m, size_t bytes) {
   if (m->mem && m->mem_cap >= bytes) {
     h3_arena_reset(&m->arena);
     return H3_OK;
@@ -326,135 +315,149 @@ static h3_status ensure_arena(h3_dit *m, size_t bytes) {
   return H3_OK;
 }
 
+/* The time path: u [K, T] (F32) = silu(e(t)) or the curve features c(t), and
+ * u_act, the AdaLN Linears' input (u itself, rounded, or converted). */
+h3_status h3_dit_time_path(h3_dit *m, const float *timestep, int64_t K, h3_tensor *u, h3_tensor *u_act) {
+  const h3_dit_weights *w = m->w;
+  const h3_dit_config *c = &w->cfg;
+  const int64_t T = c->time_embed_dim;
+  const h3_dtype act = h3_dit_act_dtype(m);
+  const bool f32_act = act == H3_DT_F32;
+  H3_TRY(h3_dit_take(m, H3_DT_F32, K, T, u));
+  H3_TRY(h3_dit_take(m, act, K, T, u_act));
+  if (c->curve) {
+    float *cf = malloc((size_t)(K * T) * sizeof(float));
+    if (!cf) return h3_fail(H3_ERR_NOMEM, "curve features");
+    h3_status s = curve_features(w, timestep, K, cf);
+    if (s == H3_OK) s = h3_dit_upload_f32(m, u, cf);
+    free(cf);
+    H3_TRY(s);
+  } else {
+    h3_tensor sin_t, th;
+    H3_TRY(h3_dit_take(m, H3_DT_F32, K, c->freq_dim, &sin_t));
+    H3_TRY(h3_dit_take(m, H3_DT_F32, K, c->time_hidden, &th));
+    float *sb = malloc((size_t)(K * c->freq_dim) * sizeof(float));
+    if (!sb) return h3_fail(H3_ERR_NOMEM, "timestep features");
+    sinusoid(timestep, K, c->freq_dim, sb);
+    h3_status s = h3_dit_upload_f32(m, &sin_t, sb);
+    free(sb);
+    H3_TRY(s);
+    H3_TRY(h3_dit_linear_f32(m, &sin_t, &w->time1_w, &w->time1_b, &th));
+    H3_TRY(silu_f32(m, &th));
+    H3_TRY(h3_dit_linear_f32(m, &th, &w->time2_w, &w->time2_b, u));
+    H3_TRY(silu_f32(m, u)); /* AdaLN input: silu at fp32, then one rounding */
+  }
+  if (c->curve) {
+    *u_act = *u; /* curve AdaLN runs in fp32 */
+  } else if (f32_act) {
+    H3_TRY(h3_dit_cast_bf16(m, u));
+    *u_act = *u;
+  } else {
+    H3_TRY(OPS->copy_convert(m->be, u, u_act));
+  }
+  return H3_OK;
+}
+
+/* One AdaLN table: bf16 Linear on u_act (full checkpoints), or fp32 Linear +
+ * one rounding of the modulation vectors (curve). */
+h3_status h3_dit_adaln(h3_dit *m, const h3_tensor *u, const h3_tensor *u_act, const h3_tensor *stage,
+                       const h3_tensor *wt, const h3_tensor *bt, h3_tensor *dst) {
+  if (m->w->cfg.curve) {
+    const bool f32_act = h3_dit_act_dtype(m) == H3_DT_F32;
+    h3_tensor d32 = h3_tensor_2d(f32_act ? dst->data : stage->data, H3_DT_F32, dst->shape[0], dst->shape[1]);
+    H3_TRY(h3_dit_linear_f32(m, u, wt, bt, &d32));
+    return h3_dit_to_act(m, &d32, dst);
+  }
+  return OPS->linear(m->be, u_act, wt, bt, dst);
+}
+
 h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, float *audio_out) {
   const h3_dit_weights *w = m->w;
   const h3_dit_config *c = &w->cfg;
   H3_TRY(h3_dit_check_inputs(c, in));
   const int64_t S = in->seq_len, Nv = in->n_video, Na = in->n_audio, Nt = in->n_text, K = in->n_timesteps;
-  const int64_t H = c->hidden, P = h3_dit_patch_dim(c), A = c->audio_in_channels, T = c->time_embed_dim;
+  const int64_t H = c->hidden, P = h3_dit_patch_dim(c), A = c->audio_in_channels;
   const int64_t R = h3_dit_rot_dim(c);
   plan p = make_plan(c, S, Nv, Na, Nt, K);
-  H3_TRY(ensure_arena(m, h3_dit_arena_bytes(c, S, Nv, Na, Nt, K)));
+  H3_TRY(h3_dit_ensure_arena(m, h3_dit_arena_bytes(c, S, Nv, Na, Nt, K)));
   m->be->emulate_bf16 = m->prec == H3_PRECISION_BF16;
 
   h3_tensor x, t2, cosT, sinT, idx_ada, idx_t, vidx, aidx, tidx, vin, ain, tin, vout, aout, stage;
-  scratch sc;
-  const h3_dtype act = act_dtype(m);
+  h3_dit_scratch sc;
+  const h3_dtype act = h3_dit_act_dtype(m);
   const bool f32_act = act == H3_DT_F32;
-  H3_TRY(take(m, act, S, H, &x));
-  H3_TRY(take(m, act, S, H, &sc.h));
-  H3_TRY(take(m, act, S, H, &sc.y));
-  H3_TRY(take(m, act, S, H, &t2));
-  H3_TRY(take(m, act, S, p.wide, &sc.wide));
-  H3_TRY(take(m, act, S, p.mid, &sc.mid));
-  H3_TRY(take(m, H3_DT_F32, stage_elems(c, Nv, Na, Nt, K), 1, &stage));
-  H3_TRY(take(m, H3_DT_F32, S, R, &cosT));
-  H3_TRY(take(m, H3_DT_F32, S, R, &sinT));
-  H3_TRY(take_idx(m, S, &idx_ada));
-  H3_TRY(take_idx(m, S, &idx_t));
-  H3_TRY(take_idx(m, Nv, &vidx));
-  H3_TRY(take_idx(m, Na, &aidx));
-  H3_TRY(take_idx(m, Nt, &tidx));
-  H3_TRY(take(m, H3_DT_F32, Nv, P, &vin));
-  H3_TRY(take(m, H3_DT_F32, Na, A, &ain));
-  H3_TRY(take(m, H3_DT_F32, Nt, c->text_dim, &tin));
-  H3_TRY(take(m, H3_DT_F32, Nv, P, &vout));
-  H3_TRY(take(m, H3_DT_F32, Na, A, &aout));
+  H3_TRY(h3_dit_take(m, act, S, H, &x));
+  H3_TRY(h3_dit_take(m, act, S, H, &sc.h));
+  H3_TRY(h3_dit_take(m, act, S, H, &sc.y));
+  H3_TRY(h3_dit_take(m, act, S, H, &t2));
+  H3_TRY(h3_dit_take(m, act, S, p.wide, &sc.wide));
+  H3_TRY(h3_dit_take(m, act, S, p.mid, &sc.mid));
+  H3_TRY(h3_dit_take(m, H3_DT_F32, h3_dit_stage_elems(c, Nv, Na, Nt, K), 1, &stage));
+  H3_TRY(h3_dit_take(m, H3_DT_F32, S, R, &cosT));
+  H3_TRY(h3_dit_take(m, H3_DT_F32, S, R, &sinT));
+  H3_TRY(h3_dit_take_idx(m, S, &idx_ada));
+  H3_TRY(h3_dit_take_idx(m, S, &idx_t));
+  H3_TRY(h3_dit_take_idx(m, Nv, &vidx));
+  H3_TRY(h3_dit_take_idx(m, Na, &aidx));
+  H3_TRY(h3_dit_take_idx(m, Nt, &tidx));
+  H3_TRY(h3_dit_take(m, H3_DT_F32, Nv, P, &vin));
+  H3_TRY(h3_dit_take(m, H3_DT_F32, Na, A, &ain));
+  H3_TRY(h3_dit_take(m, H3_DT_F32, Nt, c->text_dim, &tin));
+  H3_TRY(h3_dit_take(m, H3_DT_F32, Nv, P, &vout));
+  H3_TRY(h3_dit_take(m, H3_DT_F32, Na, A, &aout));
 
   /* uploads */
-  H3_TRY(upload_f32(m, &vin, in->hidden_states));
-  H3_TRY(upload_f32(m, &ain, in->audio_hidden_states));
-  H3_TRY(upload_f32(m, &tin, in->encoder_hidden_states));
+  H3_TRY(h3_dit_upload_f32(m, &vin, in->hidden_states));
+  H3_TRY(h3_dit_upload_f32(m, &ain, in->audio_hidden_states));
+  H3_TRY(h3_dit_upload_f32(m, &tin, in->encoder_hidden_states));
   /* encoder_hidden_states.to(bf16) */
   h3_tensor tin_act = tin;
   if (!f32_act) {
     tin_act = h3_tensor_2d(stage.data, act, Nt, c->text_dim);
     H3_TRY(OPS->copy_convert(m->be, &tin, &tin_act));
   } else {
-    H3_TRY(cast_bf16(m, &tin));
+    H3_TRY(h3_dit_cast_bf16(m, &tin));
   }
-  H3_TRY(upload_i32(m, &idx_ada, in->timestep_indices, S, 3, in->token_tags)); /* row 3m + tag */
-  H3_TRY(upload_i32(m, &idx_t, in->timestep_indices, S, 1, NULL));
-  H3_TRY(upload_i32(m, &vidx, in->video_indices, Nv, 1, NULL));
-  H3_TRY(upload_i32(m, &aidx, in->audio_indices, Na, 1, NULL));
-  H3_TRY(upload_i32(m, &tidx, in->text_indices, Nt, 1, NULL));
+  H3_TRY(h3_dit_upload_i32(m, &idx_ada, in->timestep_indices, S, 3, in->token_tags)); /* row 3m + tag */
+  H3_TRY(h3_dit_upload_i32(m, &idx_t, in->timestep_indices, S, 1, NULL));
+  H3_TRY(h3_dit_upload_i32(m, &vidx, in->video_indices, Nv, 1, NULL));
+  H3_TRY(h3_dit_upload_i32(m, &aidx, in->audio_indices, Na, 1, NULL));
+  H3_TRY(h3_dit_upload_i32(m, &tidx, in->text_indices, Nt, 1, NULL));
   {
     float *cb = malloc((size_t)(S * R) * 2 * sizeof(float));
     if (!cb) return h3_fail(H3_ERR_NOMEM, "RoPE tables");
-    rope_tables(w, in->position_ids, S, cb, cb + S * R);
-    h3_status s = upload_f32(m, &cosT, cb);
-    if (s == H3_OK) s = upload_f32(m, &sinT, cb + S * R);
+    h3_dit_rope_tables(w, in->position_ids, S, cb, cb + S * R);
+    h3_status s = h3_dit_upload_f32(m, &cosT, cb);
+    if (s == H3_OK) s = h3_dit_upload_f32(m, &sinT, cb + S * R);
     free(cb);
     H3_TRY(s);
   }
 
   /* 1. text stream -> packed buffer */
   h3_tensor tt = rows_of(&t2, Nt);
-  H3_TRY(text_path(m, &tin_act, &tt, &sc));
+  H3_TRY(h3_dit_text_path(m, &tin_act, &tt, &sc));
   H3_TRY(OPS->zero(m->be, &x));
   H3_TRY(OPS->scatter_rows(m->be, &x, &tidx, &tt));
   /* 2. patch projections (fp32), cast to the stack's dtype, scattered */
   if (Nv > 0) {
     h3_tensor e32 = h3_tensor_2d(stage.data, H3_DT_F32, Nv, H), e = f32_act ? e32 : rows_of(&t2, Nv);
-    H3_TRY(linear_f32(m, &vin, &w->video_in_w, &w->video_in_b, &e32));
-    H3_TRY(to_act(m, &e32, &e));
+    H3_TRY(h3_dit_linear_f32(m, &vin, &w->video_in_w, &w->video_in_b, &e32));
+    H3_TRY(h3_dit_to_act(m, &e32, &e));
     H3_TRY(OPS->scatter_rows(m->be, &x, &vidx, &e));
   }
   if (Na > 0) {
     h3_tensor e32 = h3_tensor_2d(stage.data, H3_DT_F32, Na, H), e = f32_act ? e32 : rows_of(&t2, Na);
-    H3_TRY(linear_f32(m, &ain, &w->audio_in_w, &w->audio_in_b, &e32));
-    H3_TRY(to_act(m, &e32, &e));
+    H3_TRY(h3_dit_linear_f32(m, &ain, &w->audio_in_w, &w->audio_in_b, &e32));
+    H3_TRY(h3_dit_to_act(m, &e32, &e));
     H3_TRY(OPS->scatter_rows(m->be, &x, &aidx, &e));
   }
 
   /* 3. time path: u [K, T] = bf16(silu(e(t))) or the curve features c(t) */
   h3_tensor u, u_act, tab, ftab;
-  H3_TRY(take(m, H3_DT_F32, K, T, &u));
-  H3_TRY(take(m, act, K, T, &u_act));
-  H3_TRY(take(m, act, K, 18 * H, &tab));
-  H3_TRY(take(m, act, K, 2 * H, &ftab));
-  if (c->curve) {
-    float *cf = malloc((size_t)(K * T) * sizeof(float));
-    if (!cf) return h3_fail(H3_ERR_NOMEM, "curve features");
-    h3_status s = curve_features(w, in->timestep, K, cf);
-    if (s == H3_OK) s = upload_f32(m, &u, cf);
-    free(cf);
-    H3_TRY(s);
-  } else {
-    h3_tensor sin_t, th;
-    H3_TRY(take(m, H3_DT_F32, K, c->freq_dim, &sin_t));
-    H3_TRY(take(m, H3_DT_F32, K, c->time_hidden, &th));
-    float *sb = malloc((size_t)(K * c->freq_dim) * sizeof(float));
-    if (!sb) return h3_fail(H3_ERR_NOMEM, "timestep features");
-    sinusoid(in->timestep, K, c->freq_dim, sb);
-    h3_status s = upload_f32(m, &sin_t, sb);
-    free(sb);
-    H3_TRY(s);
-    H3_TRY(linear_f32(m, &sin_t, &w->time1_w, &w->time1_b, &th));
-    H3_TRY(silu_f32(m, &th));
-    H3_TRY(linear_f32(m, &th, &w->time2_w, &w->time2_b, &u));
-    H3_TRY(silu_f32(m, &u)); /* AdaLN input: silu at fp32, then one rounding */
-  }
-  if (c->curve) {
-    u_act = u; /* curve AdaLN runs in fp32 */
-  } else if (f32_act) {
-    H3_TRY(cast_bf16(m, &u));
-    u_act = u;
-  } else {
-    H3_TRY(OPS->copy_convert(m->be, &u, &u_act));
-  }
-  /* AdaLN tables: bf16 Linears on u (full), fp32 Linears + one rounding (curve). */
-#define ADALN(wt, bt, dst)                                                              \
-  do {                                                                                  \
-    if (c->curve) { /* fp32 Linear, one rounding of the modulation vectors */          \
-      h3_tensor d32_ = h3_tensor_2d(f32_act ? (dst).data : stage.data, H3_DT_F32,         \
-                                    (dst).shape[0], (dst).shape[1]);                      \
-      H3_TRY(linear_f32(m, &u, &(wt), &(bt), &d32_));                                   \
-      H3_TRY(to_act(m, &d32_, &(dst)));                                                 \
-    } else {                                                                            \
-      H3_TRY(OPS->linear(m->be, &u_act, &(wt), &(bt), &(dst)));                         \
-    }                                                                                   \
-  } while (0)
+  H3_TRY(h3_dit_time_path(m, in->timestep, K, &u, &u_act));
+  H3_TRY(h3_dit_take(m, act, K, 18 * H, &tab));
+  H3_TRY(h3_dit_take(m, act, K, 2 * H, &ftab));
+#define ADALN(wt, bt, dst) H3_TRY(h3_dit_adaln(m, &u, &u_act, &stage, &(wt), &(bt), &(dst)))
 
   /* 4. the block stack */
   for (int64_t i = 0; i < c->num_layers; i++) {
@@ -466,7 +469,7 @@ h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, f
     H3_TRY(attn_sublayer(m, bw, S, &sc.h, &cosT, &sinT, &sc));
     H3_TRY(OPS->gated_residual(m->be, &x, &sc.y, &tab6, &idx_ada, 2 * H));
     H3_TRY(OPS->rmsnorm_modulate(m->be, &x, &bw->norm2, (float)c->norm_eps, &tab6, &idx_ada, 3 * H, 4 * H, &sc.h));
-    H3_TRY(mlp_sublayer(m, bw, S, &sc.h, &sc));
+    H3_TRY(h3_dit_mlp_sublayer(m, bw, S, &sc.h, &sc));
     H3_TRY(OPS->gated_residual(m->be, &x, &sc.y, &tab6, &idx_ada, 5 * H));
   }
 
@@ -479,14 +482,14 @@ h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, f
     h3_tensor g = rows_of(&t2, Nv), g32 = h3_tensor_2d(stage.data, H3_DT_F32, Nv, H);
     H3_TRY(OPS->gather_rows(m->be, &g, &sc.h, &vidx));
     if (!f32_act) H3_TRY(OPS->copy_convert(m->be, &g, &g32));
-    H3_TRY(linear_f32(m, f32_act ? &g : &g32, &w->video_out_w, &w->video_out_b, &vout));
+    H3_TRY(h3_dit_linear_f32(m, f32_act ? &g : &g32, &w->video_out_w, &w->video_out_b, &vout));
     H3_TRY(OPS->download(m->be, video_out, vout.data, h3_tensor_nbytes(&vout)));
   }
   if (Na > 0) {
     h3_tensor g = rows_of(&t2, Na), g32 = h3_tensor_2d(stage.data, H3_DT_F32, Na, H);
     H3_TRY(OPS->gather_rows(m->be, &g, &sc.h, &aidx));
     if (!f32_act) H3_TRY(OPS->copy_convert(m->be, &g, &g32));
-    H3_TRY(linear_f32(m, f32_act ? &g : &g32, &w->audio_out_w, &w->audio_out_b, &aout));
+    H3_TRY(h3_dit_linear_f32(m, f32_act ? &g : &g32, &w->audio_out_w, &w->audio_out_b, &aout));
     H3_TRY(OPS->download(m->be, audio_out, aout.data, h3_tensor_nbytes(&aout)));
   }
   H3_TRY(OPS->sync(m->be));

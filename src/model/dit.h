@@ -5,6 +5,7 @@
 
 #include "backend/backend.h"
 #include "core/arena.h"
+#include "core/comm.h"
 #include "model/dit_weights.h"
 
 /* One forward's inputs, in host memory, named after the diffusers arguments. */
@@ -52,5 +53,20 @@ void h3_dit_inputs_free(h3_dit_inputs_owned *o);
 /* Bytes of activation memory a forward of this size plans. */
 size_t h3_dit_arena_bytes(const h3_dit_config *c, int64_t seq_len, int64_t n_video, int64_t n_audio, int64_t n_text,
                           int64_t n_timesteps);
+
+/* ---- sequence parallelism (src/model/dit_sp.c) ----
+ * Ulysses sequence parallelism over the ranks of `comm`: every rank calls
+ * h3_dit_forward_sp with its own h3_dit (its own backend; weights shared or
+ * replicated) and the same full inputs; rank r computes the contiguous shard
+ * of ceil(S/P) packed rows starting at r*ceil(S/P) (the last shards padded
+ * with rows that are excluded from attention), heads are split unequally when
+ * P does not divide them (rank j: H/P + (j < H%P) heads).  Rank 0 receives the
+ * outputs (the others may pass NULL).  Every rank must make the call; a
+ * failure on one rank leaves the others waiting in a collective, so callers
+ * abort the whole group on error.  Non-GQA, non-causal layouts only. */
+h3_status h3_dit_forward_sp(h3_dit *m, h3_comm *comm, const h3_dit_inputs *in, float *video_out, float *audio_out);
+/* Activation bytes one rank of a P-way sequence-parallel forward plans. */
+size_t h3_dit_sp_arena_bytes(const h3_dit_config *c, int P, int64_t seq_len, int64_t n_video, int64_t n_audio,
+                             int64_t n_text, int64_t n_timesteps);
 
 #endif

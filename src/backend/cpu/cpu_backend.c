@@ -114,7 +114,9 @@ static const h3_backend_ops cpu_ops = {
     .tanh_clamp = h3_cpu_tanh_clamp,
 };
 
-h3_status h3_backend_cpu_create(h3_backend **out) {
+h3_status h3_backend_cpu_create(h3_backend **out) { return h3_backend_cpu_create_pool(h3_default_pool(), out); }
+
+h3_status h3_backend_cpu_create_pool(h3_threadpool *pool, h3_backend **out) {
   *out = NULL;
   h3_backend *be = calloc(1, sizeof *be);
   h3_cpu_impl *c = calloc(1, sizeof *c);
@@ -123,7 +125,7 @@ h3_status h3_backend_cpu_create(h3_backend **out) {
     free(c);
     return h3_fail(H3_ERR_NOMEM, "cpu backend");
   }
-  c->pool = h3_default_pool();
+  c->pool = pool;
   c->nthreads = h3_threadpool_size(c->pool);
   c->scratch = calloc((size_t)c->nthreads * H3_CPU_SLOTS, sizeof *c->scratch);
   if (!c->scratch) {

@@ -1,0 +1,52 @@
+/* Pieces of the DiT forward shared by src/model/dit.c (one device) and
+ * src/model/dit_sp.c (sequence parallel).  Internal to src/model. */
+#ifndef H3_MODEL_DIT_INTERNAL_H
+#define H3_MODEL_DIT_INTERNAL_H
+
+#include "model/dit.h"
+
+struct h3_dit {
+  h3_backend *be;
+  const h3_dit_weights *w;
+  h3_precision prec;
+  void *mem; /* backend buffer behind the arena */
+  size_t mem_cap;
+  h3_arena arena;
+};
+
+/* Activation scratch of the sub-layers: h, y [n, hidden], wide [n, max(3I, 2F)], mid [n, max(I, F)]. */
+typedef struct h3_dit_scratch {
+  h3_tensor h, y, wide, mid;
+} h3_dit_scratch;
+
+/* (Re)size the arena to at least `bytes` and reset it. */
+h3_status h3_dit_ensure_arena(h3_dit *m, size_t bytes);
+/* Elements of the F32 staging buffer for Nv video, Na audio, Nt text rows, K timesteps. */
+int64_t h3_dit_stage_elems(const h3_dit_config *c, int64_t Nv, int64_t Na, int64_t Nt, int64_t K);
+h3_status h3_dit_take(h3_dit *m, h3_dtype dt, int64_t rows, int64_t cols, h3_tensor *t);
+h3_status h3_dit_take_idx(h3_dit *m, int64_t n, h3_tensor *t);
+h3_status h3_dit_upload_f32(h3_dit *m, h3_tensor *dst, const float *src);
+/* dst[i] = (int32)(src[i] * mul + (add ? add[i] : 0)) */
+h3_status h3_dit_upload_i32(h3_dit *m, h3_tensor *dst, const int64_t *src, int64_t n, int64_t mul, const int64_t *add);
+/* Linear of an fp32 island (never rounded to bf16). */
+h3_status h3_dit_linear_f32(h3_dit *m, const h3_tensor *x, const h3_tensor *w, const h3_tensor *b, h3_tensor *y);
+h3_status h3_dit_cast_bf16(h3_dit *m, h3_tensor *x);
+/* The block stack's activation dtype. */
+h3_dtype h3_dit_act_dtype(const h3_dit *m);
+/* An fp32 island's output into the stack's dtype (in place when dst is src). */
+h3_status h3_dit_to_act(h3_dit *m, h3_tensor *src, h3_tensor *dst);
+h3_status h3_dit_qkv_proj(h3_dit *m, const h3_dit_block_weights *bw, const h3_tensor *h, h3_tensor *qkv);
+/* SwiGLU MLP of n rows of h into sc->y rows. */
+h3_status h3_dit_mlp_sublayer(h3_dit *m, const h3_dit_block_weights *bw, int64_t n, const h3_tensor *h,
+                              h3_dit_scratch *sc);
+/* condition_proj + token refiner + final norm of the text rows (t: [Nt, hidden]). */
+h3_status h3_dit_text_path(h3_dit *m, h3_tensor *tin, h3_tensor *t, h3_dit_scratch *sc);
+/* RoPE cos/sin tables [S, rot] from positions [S, 3]. */
+void h3_dit_rope_tables(const h3_dit_weights *w, const float *pos, int64_t S, float *cosb, float *sinb);
+/* Time path: takes u [K, T] F32 and u_act [K, T] from the arena and fills them. */
+h3_status h3_dit_time_path(h3_dit *m, const float *timestep, int64_t K, h3_tensor *u, h3_tensor *u_act);
+/* One AdaLN table dst = Linear(u) (curve: fp32, through `stage` when activations are not f32). */
+h3_status h3_dit_adaln(h3_dit *m, const h3_tensor *u, const h3_tensor *u_act, const h3_tensor *stage,
+                       const h3_tensor *wt, const h3_tensor *bt, h3_tensor *dst);
+
+#endif
