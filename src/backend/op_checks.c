@@ -1,5 +1,7 @@
 #include "backend/op_checks.h"
 
+#include <stdint.h>
+
 h3_status h3_check_btl(const char *op, const char *what, const h3_tensor *t) {
   char buf[96];
   if (!t || !t->data) return h3_fail(H3_ERR_INVALID, "%s: %s is missing", op, what);
@@ -31,4 +33,65 @@ bool h3_tensors_overlap(const h3_tensor *a, const h3_tensor *b) {
   const char *a0 = (const char *)a->data, *b0 = (const char *)b->data;
   const char *a1 = a0 + h3_tensor_nbytes(a), *b1 = b0 + h3_tensor_nbytes(b);
   return a0 < b1 && b0 < a1;
+}
+
+static int64_t row_stride(const h3_tensor *t) { return t->stride[0] > t->shape[1] ? t->stride[0] : t->shape[1]; }
+
+bool h3_views_overlap(const h3_tensor *a, const h3_tensor *b) {
+  if (a->shape[0] == 0 || a->shape[1] == 0 || b->shape[0] == 0 || b->shape[1] == 0) return false;
+  size_t es = h3_dtype_size(a->dtype);
+  int64_t lda = row_stride(a), ldb = row_stride(b);
+  uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
+  uintptr_t a1 = a0 + (uintptr_t)((a->shape[0] - 1) * lda + a->shape[1]) * es;
+  uintptr_t b1 = b0 + (uintptr_t)((b->shape[0] - 1) * ldb + b->shape[1]) * h3_dtype_size(b->dtype);
+  if (!(a0 < b1 && b0 < a1)) return false;
+  /* column slices of one buffer (same row stride and element size): disjoint column ranges never meet */
+  if (es != h3_dtype_size(b->dtype) || lda != ldb || (a->shape[0] == 1 && b->shape[0] == 1)) return true;
+  intptr_t d = (intptr_t)(b0 - a0);
+  if (d % (intptr_t)es != 0) return true;
+  int64_t dc = (int64_t)(d / (intptr_t)es) % lda;
+  if (dc < 0) dc += lda; /* b's columns start at dc (mod lda) relative to a's */
+  return dc < a->shape[1] || dc + b->shape[1] > lda;
+}
+
+h3_status h3_check_conv1d(const char *op, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias, int stride,
+                          int pad, int dilation, int groups, const h3_tensor *res, const h3_tensor *y, int64_t *Lo) {
+  char buf[96];
+  H3_TRY(h3_check_btl(op, "input", x));
+  H3_TRY(h3_check_btl(op, "weight", w));
+  if (stride < 1 || pad < 0 || dilation < 1 || groups < 1)
+    return h3_fail(H3_ERR_INVALID, "%s: bad stride %d / padding %d / dilation %d / groups %d", op, stride, pad,
+                   dilation, groups);
+  const int64_t B = x->shape[0], Ci = x->shape[1], L = x->shape[2];
+  const int64_t Co = w->shape[0], cig = w->shape[1], K = w->shape[2];
+  if (Ci % groups || Co % groups || cig != Ci / groups || K < 1)
+    return h3_fail(H3_ERR_SHAPE, "%s: weight %s does not fit %lld input channels in %d groups", op,
+                   h3_shape_str(w, buf, sizeof buf), (long long)Ci, groups);
+  const int64_t span = L + 2 * (int64_t)pad - (int64_t)dilation * (K - 1) - 1;
+  if (span < 0)
+    return h3_fail(H3_ERR_SHAPE, "%s: input length %lld is shorter than the dilated kernel (%lld taps, dilation %d)",
+                   op, (long long)L, (long long)K, dilation);
+  *Lo = span / stride + 1;
+  H3_TRY(h3_check_shape3(op, "output", y, B, Co, *Lo));
+  if (bias) H3_TRY(h3_check_vec(op, "bias", bias, Co));
+  if (res) H3_TRY(h3_check_shape3(op, "residual", res, B, Co, *Lo));
+  return H3_OK;
+}
+
+h3_status h3_check_conv_transpose1d(const char *op, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                                    int stride, int pad, const h3_tensor *y, int64_t *Lo) {
+  char buf[96];
+  H3_TRY(h3_check_btl(op, "input", x));
+  H3_TRY(h3_check_btl(op, "weight", w));
+  if (stride < 1 || pad < 0) return h3_fail(H3_ERR_INVALID, "%s: bad stride %d / padding %d", op, stride, pad);
+  const int64_t B = x->shape[0], Ci = x->shape[1], L = x->shape[2];
+  const int64_t Co = w->shape[1], K = w->shape[2];
+  if (w->shape[0] != Ci || K < 1)
+    return h3_fail(H3_ERR_SHAPE, "%s: weight %s does not take %lld input channels", op,
+                   h3_shape_str(w, buf, sizeof buf), (long long)Ci);
+  *Lo = (L - 1) * stride - 2 * (int64_t)pad + K;
+  if (L < 1 || *Lo < 1) return h3_fail(H3_ERR_SHAPE, "%s: input length %lld gives no output", op, (long long)L);
+  H3_TRY(h3_check_shape3(op, "output", y, B, Co, *Lo));
+  if (bias) H3_TRY(h3_check_vec(op, "bias", bias, Co));
+  return H3_OK;
 }

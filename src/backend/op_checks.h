@@ -21,6 +21,18 @@ h3_status h3_check_shape3(const char *op, const char *what, const h3_tensor *t, 
 /* Whether the byte ranges of two contiguous tensors intersect. */
 bool h3_tensors_overlap(const h3_tensor *a, const h3_tensor *b);
 
+/* Whether two 2-D row-major views (row stride stride[0] >= cols) share an
+ * element; column slices of one buffer with disjoint columns do not. */
+bool h3_views_overlap(const h3_tensor *a, const h3_tensor *b);
+
+/* conv1d argument checks (x [B,Ci,L], w [Co,Ci/groups,K], y [B,Co,Lo], optional
+ * bias [Co] and residual [B,Co,Lo]); *Lo receives the output length. */
+h3_status h3_check_conv1d(const char *op, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias, int stride,
+                          int pad, int dilation, int groups, const h3_tensor *res, const h3_tensor *y, int64_t *Lo);
+/* conv_transpose1d argument checks (x [B,Ci,L], w [Ci,Co,K], y [B,Co,Lo]). */
+h3_status h3_check_conv_transpose1d(const char *op, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                                    int stride, int pad, const h3_tensor *y, int64_t *Lo);
+
 #ifdef __cplusplus
 }
 #endif

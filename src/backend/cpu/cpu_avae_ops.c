@@ -159,26 +159,11 @@ static void conv1d_gemm_task(void *vctx, int64_t begin, int64_t end, int thread)
 h3_status h3_cpu_conv1d(h3_backend *be, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias, int stride,
                         int pad, int dilation, int groups, const h3_tensor *res, h3_tensor *y) {
   static const char *op = "conv1d";
-  char buf[96];
   (void)be;
-  H3_TRY(want_btl(op, "input", x));
-  H3_TRY(want_btl(op, "weight", w));
-  if (stride < 1 || pad < 0 || dilation < 1 || groups < 1)
-    return h3_fail(H3_ERR_INVALID, "%s: bad stride %d / padding %d / dilation %d / groups %d", op, stride, pad,
-                   dilation, groups);
+  int64_t Lo = 0;
+  H3_TRY(h3_check_conv1d(op, x, w, bias, stride, pad, dilation, groups, res, y, &Lo));
   const int64_t B = x->shape[0], Ci = x->shape[1], L = x->shape[2];
   const int64_t Co = w->shape[0], cig = w->shape[1], K = w->shape[2];
-  if (Ci % groups || Co % groups || cig != Ci / groups || K < 1)
-    return h3_fail(H3_ERR_SHAPE, "%s: weight %s does not fit %lld input channels in %d groups", op,
-                   h3_shape_str(w, buf, sizeof buf), (long long)Ci, groups);
-  const int64_t span = L + 2 * (int64_t)pad - (int64_t)dilation * (K - 1) - 1;
-  if (span < 0)
-    return h3_fail(H3_ERR_SHAPE, "%s: input length %lld is shorter than the dilated kernel (%lld taps, dilation %d)",
-                   op, (long long)L, (long long)K, dilation);
-  const int64_t Lo = span / stride + 1;
-  H3_TRY(want_shape3(op, "output", y, B, Co, Lo));
-  if (bias) H3_TRY(want_vec(op, "bias", bias, Co));
-  if (res) H3_TRY(want_shape3(op, "residual", res, B, Co, Lo));
   if (overlaps(x, y)) return h3_fail(H3_ERR_INVALID, "%s: output aliases the input", op);
   if (res && res->data != y->data && overlaps(res, y))
     return h3_fail(H3_ERR_INVALID, "%s: residual partially overlaps the output", op);
@@ -311,20 +296,11 @@ static void convt_gemm_task(void *vctx, int64_t begin, int64_t end, int thread) 
 h3_status h3_cpu_conv_transpose1d(h3_backend *be, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
                                   int stride, int pad, h3_tensor *y) {
   static const char *op = "conv_transpose1d";
-  char buf[96];
   (void)be;
-  H3_TRY(want_btl(op, "input", x));
-  H3_TRY(want_btl(op, "weight", w));
-  if (stride < 1 || pad < 0) return h3_fail(H3_ERR_INVALID, "%s: bad stride %d / padding %d", op, stride, pad);
+  int64_t Lo = 0;
+  H3_TRY(h3_check_conv_transpose1d(op, x, w, bias, stride, pad, y, &Lo));
   const int64_t B = x->shape[0], Ci = x->shape[1], L = x->shape[2];
   const int64_t Co = w->shape[1], K = w->shape[2];
-  if (w->shape[0] != Ci || K < 1)
-    return h3_fail(H3_ERR_SHAPE, "%s: weight %s does not take %lld input channels", op,
-                   h3_shape_str(w, buf, sizeof buf), (long long)Ci);
-  const int64_t Lo = (L - 1) * stride - 2 * (int64_t)pad + K;
-  if (L < 1 || Lo < 1) return h3_fail(H3_ERR_SHAPE, "%s: input length %lld gives no output", op, (long long)L);
-  H3_TRY(want_shape3(op, "output", y, B, Co, Lo));
-  if (bias) H3_TRY(want_vec(op, "bias", bias, Co));
   if (overlaps(x, y)) return h3_fail(H3_ERR_INVALID, "%s: output aliases the input", op);
   if (B == 0 || Co == 0) return H3_OK;
   conv_ctx c = {.x = x->data,

@@ -1,6 +1,7 @@
 /* CPU backend helpers: argument checks, dtype widening, vector exp. */
 #include <stdio.h>
 
+#include "backend/op_checks.h"
 #include "backend/cpu/cpu_internal.h"
 
 /* exp by Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2, a degree-7 Taylor
@@ -142,22 +143,7 @@ h3_status h3_cpu_check_mat(const h3_tensor *t, h3_dtype dt, const char *op, cons
   return H3_OK;
 }
 
-bool h3_cpu_overlap(const h3_tensor *a, const h3_tensor *b) {
-  if (a->shape[0] == 0 || a->shape[1] == 0 || b->shape[0] == 0 || b->shape[1] == 0) return false;
-  size_t es = h3_dtype_size(a->dtype);
-  int64_t lda = h3_cpu_ld(a), ldb = h3_cpu_ld(b);
-  uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
-  uintptr_t a1 = a0 + (uintptr_t)((a->shape[0] - 1) * lda + a->shape[1]) * es;
-  uintptr_t b1 = b0 + (uintptr_t)((b->shape[0] - 1) * ldb + b->shape[1]) * h3_dtype_size(b->dtype);
-  if (!(a0 < b1 && b0 < a1)) return false;
-  /* column slices of one buffer (same row stride and element size): disjoint column ranges never meet */
-  if (es != h3_dtype_size(b->dtype) || lda != ldb || (a->shape[0] == 1 && b->shape[0] == 1)) return true;
-  intptr_t d = (intptr_t)(b0 - a0);
-  if (d % (intptr_t)es != 0) return true;
-  int64_t dc = (int64_t)(d / (intptr_t)es) % lda;
-  if (dc < 0) dc += lda; /* b's columns start at dc (mod lda) relative to a's */
-  return dc < a->shape[1] || dc + b->shape[1] > lda;
-}
+bool h3_cpu_overlap(const h3_tensor *a, const h3_tensor *b) { return h3_views_overlap(a, b); }
 
 static int is_float16ish(h3_dtype dt) { return dt == H3_DT_F32 || dt == H3_DT_BF16 || dt == H3_DT_F16; }
 

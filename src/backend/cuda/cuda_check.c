@@ -1,6 +1,7 @@
 /* CUDA backend: error helpers and host-side argument checks. */
 #include <stdio.h>
 
+#include "backend/op_checks.h"
 #include "backend/cuda/cuda_internal.h"
 
 h3_status h3_cuda_fail(cudaError_t e, const char *op, const char *call) {
@@ -67,21 +68,7 @@ h3_status h3_cuda_check_device(const h3_tensor *t, const char *op, const char *n
   return H3_OK;
 }
 
-bool h3_cuda_overlap(const h3_tensor *a, const h3_tensor *b) {
-  if (a->shape[0] == 0 || a->shape[1] == 0 || b->shape[0] == 0 || b->shape[1] == 0) return false;
-  size_t es = h3_dtype_size(a->dtype);
-  int64_t lda = h3_cuda_ld(a), ldb = h3_cuda_ld(b);
-  uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
-  uintptr_t a1 = a0 + (uintptr_t)((a->shape[0] - 1) * lda + a->shape[1]) * es;
-  uintptr_t b1 = b0 + (uintptr_t)((b->shape[0] - 1) * ldb + b->shape[1]) * h3_dtype_size(b->dtype);
-  if (!(a0 < b1 && b0 < a1)) return false;
-  if (es != h3_dtype_size(b->dtype) || lda != ldb || (a->shape[0] == 1 && b->shape[0] == 1)) return true;
-  intptr_t d = (intptr_t)(b0 - a0);
-  if (d % (intptr_t)es != 0) return true;
-  int64_t dc = (int64_t)(d / (intptr_t)es) % lda;
-  if (dc < 0) dc += lda;
-  return dc < a->shape[1] || dc + b->shape[1] > lda;
-}
+bool h3_cuda_overlap(const h3_tensor *a, const h3_tensor *b) { return h3_views_overlap(a, b); }
 
 h3_status h3_cuda_check_vec(const h3_tensor *t, int64_t n, const char *op, const char *name) {
   if (!t) return h3_fail(H3_ERR_INVALID, "%s: %s is NULL", op, name);

@@ -483,26 +483,11 @@ __global__ void k_conv1d_direct(conv_args a, int64_t total) {
 extern "C" h3_status h3_cuda_conv1d(h3_backend *be, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
                                     int stride, int pad, int dilation, int groups, const h3_tensor *res, h3_tensor *y) {
   static const char *op = "conv1d";
-  char buf[96];
   H3_TRY(h3_cuda_enter(be, op));
-  H3_TRY(want_btl(op, "input", x));
-  H3_TRY(want_btl(op, "weight", w));
-  if (stride < 1 || pad < 0 || dilation < 1 || groups < 1)
-    return h3_fail(H3_ERR_INVALID, "%s: bad stride %d / padding %d / dilation %d / groups %d", op, stride, pad,
-                   dilation, groups);
+  int64_t Lo = 0;
+  H3_TRY(h3_check_conv1d(op, x, w, bias, stride, pad, dilation, groups, res, y, &Lo));
   const int64_t B = x->shape[0], Ci = x->shape[1], L = x->shape[2];
   const int64_t Co = w->shape[0], cig = w->shape[1], K = w->shape[2];
-  if (Ci % groups || Co % groups || cig != Ci / groups || K < 1)
-    return h3_fail(H3_ERR_SHAPE, "%s: weight %s does not fit %lld input channels in %d groups", op,
-                   h3_shape_str(w, buf, sizeof buf), (long long)Ci, groups);
-  const int64_t span = L + 2 * (int64_t)pad - (int64_t)dilation * (K - 1) - 1;
-  if (span < 0)
-    return h3_fail(H3_ERR_SHAPE, "%s: input length %lld is shorter than the dilated kernel (%lld taps, dilation %d)",
-                   op, (long long)L, (long long)K, dilation);
-  const int64_t Lo = span / stride + 1;
-  H3_TRY(want_shape3(op, "output", y, B, Co, Lo));
-  if (bias) H3_TRY(want_vec(op, "bias", bias, Co));
-  if (res) H3_TRY(want_shape3(op, "residual", res, B, Co, Lo));
   H3_TRY(h3_cuda_check_device(x, op, "input"));
   H3_TRY(h3_cuda_check_device(y, op, "output"));
   if (res) H3_TRY(h3_cuda_check_device(res, op, "residual"));
@@ -647,20 +632,11 @@ __global__ void k_convt_direct(convt_args a, int64_t total) {
 extern "C" h3_status h3_cuda_conv_transpose1d(h3_backend *be, const h3_tensor *x, const h3_tensor *w,
                                               const h3_tensor *bias, int stride, int pad, h3_tensor *y) {
   static const char *op = "conv_transpose1d";
-  char buf[96];
   H3_TRY(h3_cuda_enter(be, op));
-  H3_TRY(want_btl(op, "input", x));
-  H3_TRY(want_btl(op, "weight", w));
-  if (stride < 1 || pad < 0) return h3_fail(H3_ERR_INVALID, "%s: bad stride %d / padding %d", op, stride, pad);
+  int64_t Lo = 0;
+  H3_TRY(h3_check_conv_transpose1d(op, x, w, bias, stride, pad, y, &Lo));
   const int64_t B = x->shape[0], Ci = x->shape[1], L = x->shape[2];
   const int64_t Co = w->shape[1], K = w->shape[2];
-  if (w->shape[0] != Ci || K < 1)
-    return h3_fail(H3_ERR_SHAPE, "%s: weight %s does not take %lld input channels", op,
-                   h3_shape_str(w, buf, sizeof buf), (long long)Ci);
-  const int64_t Lo = (L - 1) * stride - 2 * (int64_t)pad + K;
-  if (L < 1 || Lo < 1) return h3_fail(H3_ERR_SHAPE, "%s: input length %lld gives no output", op, (long long)L);
-  H3_TRY(want_shape3(op, "output", y, B, Co, Lo));
-  if (bias) H3_TRY(want_vec(op, "bias", bias, Co));
   H3_TRY(h3_cuda_check_device(x, op, "input"));
   H3_TRY(h3_cuda_check_device(y, op, "output"));
   if (overlaps(x, y)) return h3_fail(H3_ERR_INVALID, "%s: output aliases the input", op);
