@@ -11,13 +11,22 @@
  * BF16 runs on bf16-rounded inputs and must match the CPU's f32 result on the
  * same values within rel-L2 1e-2; F32 within 1e-5.
  *
+ * Kernels: on a compute capability 9.0 device BF16 head_dim 64/128
+ * non-causal cases run the Hopper kernel (cuda_attention_sm90.cu) unless
+ * H3_ATTN_KERNEL=fa2.  The suite above runs with whatever H3_ATTN_KERNEL the
+ * environment holds; a second suite runs every kernel variant (fa2, sm90,
+ * sm90-nopp, chosen through H3_ATTN_KERNEL) on the same inputs over ragged S
+ * (1 .. 4099), 1/3/56 heads, GQA, both layouts, strided outputs and several
+ * scales: each against the CPU, and the Hopper variants against fa2.
+ *
  * Exit 77 (skipped) when there is no CUDA device.  H3_QUICK=1 keeps S <= 300
  * (for runs under compute-sanitizer).
  *
- * H3_BENCH=1: also time S = 38010, 56 heads, head_dim 128, bf16 (the DiT's
- * attention; interleaved and contiguous layouts, plus causal), print ms and
- * TFLOP/s counting 4 S^2 D heads FLOPs (half that for causal), and check a few
- * rows against a double-precision reference. */
+ * H3_BENCH=1: also time S = 38010 and 19540, 56 heads, head_dim 128, bf16 (the
+ * DiT's attention) with each kernel variant, plus the contiguous layout,
+ * causal and head_dim 64; print ms and TFLOP/s counting 4 S^2 D heads FLOPs
+ * (half that for causal), and check a few rows against a double-precision
+ * reference.  H3_BENCH_ONLY=1 runs the benchmark without the checks. */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdint.h>
@@ -27,6 +36,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_attention.h"
+#include "backend/cuda/cuda_attention_sm90.h"
 #include "core/dtype.h"
 
 static int g_checks, g_failures;
@@ -219,6 +229,151 @@ static void run_case(const tcase *c) {
   free(got);
 }
 
+/* ---- kernel variants on the same inputs */
+static const char *const g_kernels[] = {"fa2", "sm90", "sm90-nopp"};
+enum { NKERN = 3 };
+static char g_env_kernel[64]; /* H3_ATTN_KERNEL as the test found it ("" = unset) */
+static double g_worst_cpu[NKERN], g_worst_fa2[NKERN];
+static int g_sm90; /* the device runs the Hopper kernel */
+static int g_kcases;
+
+static void set_kernel(const char *k) {
+  if (k && k[0])
+    setenv("H3_ATTN_KERNEL", k, 1);
+  else
+    unsetenv("H3_ATTN_KERNEL");
+}
+
+/* c: BF16, non-causal or causal; scale_mul multiplies the usual 1/sqrt(D) */
+static void run_kernels_case(const tcase *c, float scale_mul) {
+  int64_t C;
+  h3_qkv_layout L = make_layout(c, &C);
+  const int64_t S = c->S, HD = (int64_t)c->H * c->D, ldo = HD + c->pad;
+  const float scale = scale_mul * (float)(1.0 / sqrt((double)c->D));
+  char what[200];
+  snprintf(what, sizeof what, "H=%d KV=%d D=%d S=%lld causal=%d %s pad=%d scale*%g", c->H, c->KV, c->D, (long long)S,
+           c->causal, c->interleave ? "interleaved" : "contiguous", c->pad, (double)scale_mul);
+
+  float *x = malloc((size_t)(S * C) * sizeof *x);
+  uint16_t *xh = malloc((size_t)(S * C) * sizeof *xh);
+  float *ref = malloc((size_t)(S * HD) * sizeof *ref);
+  uint16_t *oh = malloc((size_t)(S * ldo) * sizeof *oh);
+  float *got[NKERN];
+  for (int k = 0; k < NKERN; k++) got[k] = malloc((size_t)(S * HD) * sizeof *got[k]);
+  if (!x || !xh || !ref || !oh || !got[0] || !got[1] || !got[2]) {
+    fprintf(stderr, "out of host memory\n");
+    exit(1);
+  }
+  for (int64_t i = 0; i < S * C; i++) {
+    uint16_t b = h3_f32_to_bf16(2.0f * frand());
+    xh[i] = b;
+    x[i] = h3_bf16_to_f32(b);
+  }
+  void *dx = NULL, *dout = NULL;
+  const size_t xbytes = (size_t)(S * C) * 2, obytes = (size_t)(S * ldo) * 2;
+  CUDA_OK(cudaMalloc(&dx, xbytes));
+  CUDA_OK(cudaMalloc(&dout, obytes));
+  CUDA_OK(cudaMemcpy(dx, xh, xbytes, cudaMemcpyHostToDevice));
+  int64_t xs[2] = {S, C};
+  h3_tensor tx = h3_tensor_make(dx, H3_DT_BF16, 2, xs);
+  h3_tensor to = h3_tensor_2d(dout, H3_DT_BF16, S, ldo);
+  to = h3_tensor_narrow(&to, 1, 0, HD);
+
+  h3_tensor cx = h3_tensor_make(x, H3_DT_F32, 2, xs);
+  h3_tensor cr = h3_tensor_2d(ref, H3_DT_F32, S, HD);
+  h3_status rc = g_cpu->ops->attention(g_cpu, &cx, &L, scale, &cr);
+  CHECK_MSG(rc == H3_OK, "%s: cpu reference: %s", what, h3_last_error());
+
+  /* cases the Hopper kernel must take on a compute capability 9.0 device */
+  const int sm90_case = g_sm90 && !c->causal && (c->D == 64 || c->D == 128) && c->pad % 8 == 0;
+  double e[NKERN] = {0}, ef[NKERN] = {0};
+  for (int k = 0; k < NKERN; k++) {
+    set_kernel(g_kernels[k]);
+    CUDA_OK(cudaMemset(dout, 0x77, obytes)); /* sentinel: must survive outside the view */
+    const uint64_t n0 = h3_cuda_attention_sm90_launches();
+    rc = h3_cuda_attention_stream(0, &tx, &L, scale, &to);
+    CHECK_MSG(rc == H3_OK, "%s [%s]: %s", what, g_kernels[k], h3_last_error());
+    const int ran_sm90 = h3_cuda_attention_sm90_launches() != n0;
+    CHECK_MSG(ran_sm90 == (k > 0 && sm90_case), "%s [%s]: Hopper kernel %s", what, g_kernels[k],
+              ran_sm90 ? "ran (unexpected)" : "did not run");
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(oh, dout, obytes, cudaMemcpyDeviceToHost));
+    int pad_ok = 1, finite = 1;
+    for (int64_t i = 0; i < S; i++) {
+      for (int64_t j = 0; j < HD; j++) {
+        float v = h3_bf16_to_f32(oh[i * ldo + j]);
+        got[k][i * HD + j] = v;
+        finite &= isfinite(v) != 0;
+      }
+      for (int64_t j = HD; j < ldo; j++) pad_ok &= oh[i * ldo + j] == 0x7777;
+    }
+    e[k] = rel_l2(got[k], ref, (size_t)(S * HD));
+    CHECK_MSG(finite, "%s [%s]: non-finite output", what, g_kernels[k]);
+    CHECK_MSG(e[k] <= 1e-2, "%s [%s]: rel-L2 vs cpu %.3g > 1e-2", what, g_kernels[k], e[k]);
+    CHECK_MSG(pad_ok, "%s [%s]: wrote outside the output view", what, g_kernels[k]);
+    if (k > 0) {
+      ef[k] = rel_l2(got[k], got[0], (size_t)(S * HD));
+      CHECK_MSG(ef[k] <= 1e-2, "%s [%s]: rel-L2 vs fa2 %.3g > 1e-2", what, g_kernels[k], ef[k]);
+    }
+    if (e[k] > g_worst_cpu[k] || e[k] != e[k]) g_worst_cpu[k] = e[k];
+    if (ef[k] > g_worst_fa2[k] || ef[k] != ef[k]) g_worst_fa2[k] = ef[k];
+  }
+  set_kernel(g_env_kernel);
+  g_kcases++;
+  if (getenv("H3_VERBOSE"))
+    printf("%-62s cpu: fa2 %.3g sm90 %.3g nopp %.3g | vs fa2: %.3g %.3g\n", what, e[0], e[1], e[2], ef[1], ef[2]);
+
+  CUDA_OK(cudaFree(dx));
+  CUDA_OK(cudaFree(dout));
+  free(x);
+  free(xh);
+  free(ref);
+  free(oh);
+  for (int k = 0; k < NKERN; k++) free(got[k]);
+}
+
+static void test_kernel_variants(int quick) {
+  static const int Ss[] = {1, 7, 63, 64, 65, 127, 129, 1000, 4099};
+  const int nS = (int)(sizeof Ss / sizeof Ss[0]);
+  for (int si = 0; si < nS; si++)
+    for (int H = 1; H <= 3; H += 2)
+      for (int D = 64; D <= 128; D += 64)
+        for (int inter = 0; inter < 2; inter++) {
+          if (quick && Ss[si] > 300) continue;
+          /* strided outputs (and qkv rows) on every other case; pad 8 keeps 16-byte alignment */
+          tcase c = {.H = H, .KV = 0, .D = D, .S = Ss[si], .causal = 0, .interleave = inter,
+                     .pad = ((si + inter) & 1) ? 8 : 0, .bf16 = 1};
+          run_kernels_case(&c, 1.0f);
+        }
+  /* the DiT's head count, GQA, causal (FlashAttention-2 for every variant),
+   * unaligned strides (likewise), peaky and flat softmax */
+  const struct {
+    tcase c;
+    float scale_mul;
+    int big;
+  } extra[] = {
+      {{.H = 56, .D = 128, .S = 65, .interleave = 1, .bf16 = 1}, 1.0f, 0},
+      {{.H = 56, .D = 128, .S = 1000, .interleave = 1, .bf16 = 1}, 1.0f, 1},
+      {{.H = 56, .D = 128, .S = 777, .interleave = 0, .pad = 16, .bf16 = 1}, 1.0f, 1},
+      {{.H = 56, .D = 64, .S = 300, .interleave = 1, .bf16 = 1}, 1.0f, 0},
+      {{.H = 4, .KV = 2, .D = 128, .S = 129, .interleave = 0, .bf16 = 1}, 1.0f, 0},
+      {{.H = 4, .KV = 2, .D = 128, .S = 1000, .interleave = 1, .bf16 = 1}, 1.0f, 1},
+      {{.H = 56, .KV = 8, .D = 128, .S = 257, .interleave = 0, .pad = 8, .bf16 = 1}, 1.0f, 0},
+      {{.H = 6, .KV = 1, .D = 64, .S = 500, .interleave = 0, .bf16 = 1}, 1.0f, 1},
+      {{.H = 3, .D = 128, .S = 2000, .interleave = 1, .bf16 = 1}, 8.0f, 1},
+      {{.H = 3, .D = 128, .S = 300, .interleave = 0, .bf16 = 1}, 0.05f, 0},
+      {{.H = 2, .D = 64, .S = 999, .interleave = 1, .bf16 = 1}, 4.0f, 1},
+      {{.H = 3, .D = 128, .S = 300, .causal = 1, .interleave = 1, .bf16 = 1}, 1.0f, 0},
+      {{.H = 3, .D = 128, .S = 300, .interleave = 1, .pad = 3, .bf16 = 1}, 1.0f, 0},
+  };
+  for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
+    if (!quick || !extra[i].big) run_kernels_case(&extra[i].c, extra[i].scale_mul);
+  printf("kernel variants: %d cases; worst rel-L2 vs cpu: fa2 %.3g, sm90 %.3g, sm90-nopp %.3g; vs fa2: sm90 %.3g, "
+         "sm90-nopp %.3g\n",
+         g_kcases, g_worst_cpu[0], g_worst_cpu[1], g_worst_cpu[2], g_worst_fa2[1], g_worst_fa2[2]);
+}
+
 static void test_errors(void) {
   void *d = NULL;
   CUDA_OK(cudaMalloc(&d, 1 << 20));
@@ -288,8 +443,10 @@ static void ref_row(const uint16_t *x, int64_t S, int64_t C, const h3_qkv_layout
   for (int d = 0; d < D; d++) o[d] /= sum;
 }
 
-static void bench_one(int S, int H, int D, int interleave, int causal, uint16_t *xh, void *dx, void *dout) {
+static void bench_one(int S, int H, int D, int interleave, int causal, const char *kernel, uint16_t *xh, void *dx,
+                      void *dout) {
   tcase c = {.H = H, .KV = 0, .D = D, .S = S, .causal = causal, .interleave = interleave, .pad = 0, .bf16 = 1};
+  set_kernel(kernel ? kernel : g_env_kernel);
   int64_t C;
   h3_qkv_layout L = make_layout(&c, &C);
   const int64_t HD = (int64_t)H * D;
@@ -301,6 +458,7 @@ static void bench_one(int S, int H, int D, int interleave, int causal, uint16_t 
   cudaEvent_t e0, e1;
   CUDA_OK(cudaEventCreate(&e0));
   CUDA_OK(cudaEventCreate(&e1));
+  const uint64_t n_sm90 = h3_cuda_attention_sm90_launches();
   h3_status rc = h3_cuda_attention_stream(0, &tx, &L, scale, &to); /* warm-up */
   CHECK_MSG(rc == H3_OK, "bench: %s", h3_last_error());
   CUDA_OK(cudaDeviceSynchronize());
@@ -314,8 +472,10 @@ static void bench_one(int S, int H, int D, int interleave, int causal, uint16_t 
   CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
   ms /= iters;
   double flop = 4.0 * (double)S * (double)S * D * H * (causal ? 0.5 : 1.0);
-  printf("bench: S=%d heads=%d D=%d bf16 %s%s: %.3f ms, %.1f TFLOP/s\n", S, H, D,
-         interleave ? "interleaved" : "contiguous", causal ? " causal" : "", ms, flop / (ms * 1e-3) / 1e12);
+  printf("bench: S=%d heads=%d D=%d bf16 %s%s [%s%s]: %.3f ms, %.1f TFLOP/s\n", S, H, D,
+         interleave ? "interleaved" : "contiguous", causal ? " causal" : "",
+         kernel ? kernel : (g_env_kernel[0] ? g_env_kernel : "default"),
+         h3_cuda_attention_sm90_launches() != n_sm90 ? ", ran sm90" : "", ms, flop / (ms * 1e-3) / 1e12);
 
   /* spot check a few rows and heads against double precision */
   uint16_t *oh = malloc((size_t)HD * sizeof *oh);
@@ -336,8 +496,9 @@ static void bench_one(int S, int H, int D, int interleave, int causal, uint16_t 
     }
   }
   double e = sqrt(num / den);
-  CHECK_MSG(e <= 2e-2, "bench S=%d D=%d %s causal=%d: spot rows rel-L2 %.3g", S, D,
-            interleave ? "interleaved" : "contiguous", causal, e);
+  CHECK_MSG(e <= 2e-2, "bench S=%d D=%d %s causal=%d [%s]: spot rows rel-L2 %.3g", S, D,
+            interleave ? "interleaved" : "contiguous", causal, kernel ? kernel : "default", e);
+  set_kernel(g_env_kernel);
   printf("bench: spot-check rel-L2 %.3g\n", e);
   free(oh);
   free(sc);
@@ -363,10 +524,14 @@ static void bench(void) {
   CUDA_OK(cudaMalloc(&dx, (size_t)(S * C) * sizeof *xh));
   CUDA_OK(cudaMalloc(&dout, (size_t)S * H * D * sizeof *xh));
   CUDA_OK(cudaMemcpy(dx, xh, (size_t)(S * C) * sizeof *xh, cudaMemcpyHostToDevice));
-  bench_one(S, H, D, 1, 0, xh, dx, dout);
-  bench_one(S, H, D, 0, 0, xh, dx, dout);
-  bench_one(S, H, D, 1, 1, xh, dx, dout);
-  bench_one(S, H, 64, 1, 0, xh, dx, dout);
+  /* S = 19540 reads the first rows of the same buffer (the interleaved row stride does not depend on S) */
+  static const int Sb[] = {38010, 19540};
+  for (int si = 0; si < 2; si++)
+    for (int k = 0; k < NKERN; k++) bench_one(Sb[si], H, D, 1, 0, g_kernels[k], xh, dx, dout);
+  bench_one(S, H, D, 0, 0, NULL, xh, dx, dout);
+  bench_one(S, H, D, 1, 1, NULL, xh, dx, dout);
+  bench_one(S, H, 64, 1, 0, "fa2", xh, dx, dout);
+  bench_one(S, H, 64, 1, 0, "sm90", xh, dx, dout);
   CUDA_OK(cudaFree(dx));
   CUDA_OK(cudaFree(dout));
   free(xh);
@@ -384,8 +549,23 @@ int main(void) {
     return 1;
   }
 
+  /* H3_BENCH_ONLY=1: skip the checks, run the benchmark alone (profiling) */
+  const char *bo = getenv("H3_BENCH_ONLY");
+  if (bo && bo[0] == '1') {
+    const char *ek0 = getenv("H3_ATTN_KERNEL");
+    snprintf(g_env_kernel, sizeof g_env_kernel, "%s", ek0 ? ek0 : "");
+    bench();
+    h3_backend_destroy(g_cpu);
+    printf("%d checks, %d failed\n", g_checks, g_failures);
+    return g_failures ? 1 : 0;
+  }
   const char *q = getenv("H3_QUICK");
   const int quick = q && q[0] == '1';
+  const char *ek = getenv("H3_ATTN_KERNEL");
+  snprintf(g_env_kernel, sizeof g_env_kernel, "%s", ek ? ek : "");
+  g_sm90 = h3_cuda_attention_sm90_device();
+  printf("Hopper attention kernel %s on this device (H3_ATTN_KERNEL=%s)\n", g_sm90 ? "available" : "not available",
+         ek ? ek : "");
   static const int Ds[] = {16, 32, 64, 128};
   static const int Ss[] = {1, 7, 100, 257, 1000, 4099};
   for (int di = 0; di < 4; di++)
@@ -427,6 +607,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
       if (!quick || extra[i].S <= 300) run_case(&extra[i]);
   }
+  test_kernel_variants(quick);
   test_errors();
 
   /* through the backend: h3_backend_cuda_create's ops table, its stream, emulate_bf16 */

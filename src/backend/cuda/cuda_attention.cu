@@ -22,6 +22,9 @@
  *     past the query row get -inf; causal blocks stop at their last row's
  *     tile, warps skip tiles that lie wholly above their rows, and the grid
  *     runs the longest (last) query tiles first.
+ * On an sm_90 device, BF16 head_dim 64/128 non-causal attention goes to the
+ * Hopper kernel of cuda_attention_sm90.cu instead (wgmma + TMA, warp
+ * specialized; H3_ATTN_KERNEL=fa2 keeps it on the kernel here).
  * Everything else (F32 activations, other head_dim <= 256): attn_simple_kernel,
  * one warp per query row with K/V chunks of 32 keys staged in shared memory
  * as f32, f32 FMA and expf: correct and simple, meant for tiny sizes.
@@ -35,6 +38,7 @@
 
 #ifndef H3_ATT_HOST_EMU
 #include "backend/cuda/cuda_attention.h"
+#include "backend/cuda/cuda_attention_sm90.h"
 #include "backend/cuda/cuda_internal.h"
 #endif
 
@@ -583,6 +587,27 @@ h3_status attention(cudaStream_t stream, const h3_tensor *qkv, const h3_qkv_layo
   p.scale_log2 = scale * kLog2e;
 
   if (qkv->dtype == H3_DT_F32) return launch_simple<float>(p, (int)H, stream);
+
+  { /* Hopper: the wgmma/TMA kernel (cuda_attention_sm90.cu) takes the cases it supports */
+    h3_attn_sm90_args a;
+    a.qkv = qkv->data;
+    a.out = out->data;
+    a.ld_qkv = p.ld_qkv;
+    a.ld_out = p.ld_out;
+    a.q_off = p.q_off;
+    a.k_off = p.k_off;
+    a.v_off = p.v_off;
+    a.head_stride = p.head_stride;
+    a.S = p.S;
+    a.heads = (int)H;
+    a.kv_heads = (int)KV;
+    a.head_dim = (int)D;
+    a.causal = p.causal;
+    a.scale = scale;
+    bool handled = false;
+    const h3_status st = h3_cuda_attention_sm90(stream, &a, &handled);
+    if (handled) return st;
+  }
 
   /* bf16: 16-byte copies need 16-byte aligned rows and head columns; 4-byte output stores */
   const bool vec = ((uintptr_t)qkv->data % 16 == 0) && p.ld_qkv % 8 == 0 && p.q_off % 8 == 0 && p.k_off % 8 == 0 &&

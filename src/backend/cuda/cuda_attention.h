@@ -11,7 +11,9 @@
  * BF16: head_dim 16, 32, 64, 128 run a FlashAttention-2 style tensor-core
  * kernel (mma.sync m16n8k16, f32 online softmax, f32 accumulation, P rounded
  * to bf16 for the second product); other head_dim <= 256 and all of F32 run a
- * simple f32 kernel.
+ * simple f32 kernel.  On compute capability 9.0, non-causal BF16 head_dim
+ * 64/128 with 16-byte aligned q/k/v runs the Hopper kernel instead (wgmma +
+ * TMA, cuda_attention_sm90.h; H3_ATTN_KERNEL=fa2 turns it off).
  *
  * Under be->emulate_bf16 an F32 output is rounded to bf16 values (as the
  * CPU backend's attention).  Inputs are checked as the other CUDA ops do
