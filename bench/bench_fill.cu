@@ -90,3 +90,16 @@ extern "C" void h3_bench_device_name(char *buf, size_t cap) {
   }
   snprintf(buf, cap, "%s", prop.name);
 }
+
+extern "C" int h3_bench_mem_used(int device, size_t *used, size_t *total) {
+  size_t fr = 0, tot = 0;
+  cudaError_t e = cudaSetDevice(device);
+  if (e == cudaSuccess) e = cudaMemGetInfo(&fr, &tot);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return (int)e;
+  }
+  *used = tot - fr;
+  *total = tot;
+  return 0;
+}

@@ -22,6 +22,9 @@ const char *h3_bench_cuda_error(int err);
 void h3_bench_fill_normal_host(void *p, int is_bf16, size_t n, float mean, float std, uint64_t seed);
 /* Name of CUDA device 0 into buf ("" when none). */
 void h3_bench_device_name(char *buf, size_t cap);
+/* Device-wide used and total memory of CUDA device `device` (cudaMemGetInfo,
+ * made current on the calling thread); 0 on success, else a cudaError_t. */
+int h3_bench_mem_used(int device, size_t *used, size_t *total);
 
 #ifdef __cplusplus
 }

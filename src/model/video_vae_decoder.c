@@ -1,37 +1,55 @@
-/* Video VAE decode (video-vae.md §4, §5): the ViT3D decoder call on the
- * backend, the spatial tiles with raw-neighbour blending, the temporal windows
- * with their cross-fade, and the pipeline's latent / pixel de-normalization.
+/* Video VAE decode (video-vae.md §4, §5): the ViT3D decoder on the backend,
+ * the spatial tiles with raw-neighbour blending, the temporal windows with
+ * their cross-fade, and the pipeline's latent / pixel de-normalization.
  *
- * One decoder call = one spatial tile of one latent window of one batch item:
- *   tokens [P, C] (de-normalized latents, (t, y, x) order, x fastest)
+ * One decoder forward runs B spatial tiles of one latent window (batched: the
+ * tiles' sequences lie one after another in the activations):
+ *   tokens [P, C] per tile (de-normalized latents, (t, y, x) order, x fastest)
  *   -> post_quant_conv (a [C, C] linear) -> proj_in -> + registers + zero token
  *   -> blocks (RMSNorm, QKV, per-head RMSNorm + split-half RoPE, attention,
  *      LayerScale residual, RMSNorm, SwiGLU FFN, LayerScale residual)
- *   -> LayerNorm -> proj_out on the P patch tokens -> unpatchify (host).
- * Backend activations live in one arena sized for the largest call; host
- * buffers (token staging, downloaded rows, two rows of raw tiles) in another.
- * Stitching, cross-fades and the final de-normalization run on the host in
- * f32, writing straight into the caller's frame buffer. */
+ *   -> LayerNorm -> proj_out on the P patch tokens.
+ * Row-wise ops run once over all B*N rows; attention, the small input
+ * projections and proj_out run per tile.  The big GEMMs (qkv, out, w1, w2)
+ * run over all B*N rows in the half (bf16) path; in the exact f32 path they run
+ * per tile, so that every tile sees exactly the ops of a one-tile forward and
+ * the frames are bit-identical to one tile per forward.  Backend activations
+ * live in one arena sized for the largest forward (after the RoPE tables,
+ * which are built once per geometry); host buffers (token staging and the
+ * downloaded proj_out rows of a whole window) in another.  Stitching,
+ * cross-fades and the final de-normalization run on the host in f32, reading
+ * the proj_out rows in place (unpatchify as an index map) and writing straight
+ * into the caller's frame buffer, on the default thread pool; on an
+ * asynchronous backend (CUDA) the next window's first forward is queued
+ * before the host stitches the current one. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/arena.h"
 #include "core/log.h"
+#include "core/threadpool.h"
 #include "model/video_vae_decoder.h"
+
+/* Auto tile batching: device activations of one forward stay within this. */
+#define VV_BATCH_BYTES ((size_t)6 << 30)
 
 typedef struct vv_ctx {
   h3_backend *be;
   const h3_vvae_weights *w;
-  int64_t maxP, maxN, pv;
+  int64_t maxB, maxP, maxN, pv;
   void *dev_mem;
   h3_arena dev;
+  size_t dev_mark; /* after the RoPE tables */
   h3_arena host;
-  float *tok;   /* [maxP, C] f32 tokens of the current call */
-  float *rows;  /* [maxP, pv] f32 proj_out rows of the current call */
+  float *tok;   /* [maxB * maxP, C] f32 tokens of the current forward */
+  float *rows;  /* [rows_tiles * maxP, pv] f32 proj_out rows (a whole window) */
   void *stage;  /* act-dtype staging when adt != F32 */
-  h3_dtype adt; /* activation dtype of the decoder calls */
-  float *cs, *sn; /* [maxN, rope_dim] */
+  h3_dtype adt; /* activation dtype of the decoder forwards */
+  float *cs, *sn;       /* host [maxN, rope_dim] tables of one tile */
+  h3_tensor cos, sin;   /* device [maxB * maxN, rope_dim] F32: the tile table repeated */
+  int64_t rope_T, rope_h, rope_w, rope_B; /* geometry the device tables hold (0: none) */
+  h3_tensor out;        /* device [B * P, pv] of the last forward queued */
 } vv_ctx;
 
 static size_t R(size_t n) { return h3_arena_round(n); }
@@ -42,10 +60,23 @@ static void ctx_free(vv_ctx *c) {
   memset(c, 0, sizeof *c);
 }
 
-/* Plan and allocate for calls of at most maxP patch tokens; extra_host bytes
- * are added to the host arena for the caller (tile buffers). */
-static h3_status ctx_init(vv_ctx *c, h3_backend *be, const h3_vvae_weights *w, int64_t maxP, size_t extra_host,
-                          h3_dtype adt) {
+/* Device bytes of one forward of B tiles of P tokens (activation dtype size es). */
+static size_t dev_bytes(const h3_vvae_config *g, int64_t B, int64_t P, size_t es) {
+  int64_t C = g->latent_channels, D = g->dim, F = g->ffn_inner, rot = g->rope_dim;
+  size_t pv = (size_t)(g->out_channels * g->patch_t * g->patch * g->patch);
+  size_t BP = (size_t)(B * P), BN = (size_t)(B * (P + g->num_registers + 1));
+  size_t s_attn = R(BN * 3 * (size_t)D * es) + R(BN * (size_t)D * es);
+  size_t s_ffn = R(BN * 2 * (size_t)F * es) + R(BN * (size_t)F * es);
+  size_t s_out = R(BP * pv * es);
+  size_t scratch = s_attn > s_ffn ? s_attn : s_ffn;
+  if (s_out > scratch) scratch = s_out;
+  return 2 * R(BN * (size_t)(rot ? rot : 1) * 4) + 2 * R(BP * (size_t)C * es) + 2 * R(BN * (size_t)D * es) + scratch;
+}
+
+/* Plan and allocate for forwards of at most maxB tiles of maxP patch tokens,
+ * with a host row buffer for rows_tiles tiles. */
+static h3_status ctx_init(vv_ctx *c, h3_backend *be, const h3_vvae_weights *w, int64_t maxB, int64_t maxP,
+                          int64_t rows_tiles, h3_dtype adt) {
   memset(c, 0, sizeof *c);
   c->be = be;
   c->w = w;
@@ -56,35 +87,43 @@ static h3_status ctx_init(vv_ctx *c, h3_backend *be, const h3_vvae_weights *w, i
                    be && be->name ? be->name : "?");
   size_t es = h3_dtype_size(adt);
   if (!es) return h3_fail(H3_ERR_INTERNAL, "video VAE: backend activation dtype");
-  int64_t C = g->latent_channels, D = g->dim, F = g->ffn_inner, rot = g->rope_dim;
+  int64_t C = g->latent_channels, rot = g->rope_dim, rc = rot ? rot : 1;
+  c->maxB = maxB;
   c->maxP = maxP;
   c->maxN = maxP + g->num_registers + 1;
   c->pv = g->out_channels * g->patch_t * g->patch * g->patch;
-  size_t P = (size_t)maxP, N = (size_t)c->maxN, pv = (size_t)c->pv;
-  size_t s_attn = R(N * 3 * (size_t)D * es) + R(N * (size_t)D * es);
-  size_t s_ffn = R(N * 2 * (size_t)F * es) + R(N * (size_t)F * es);
-  size_t s_out = R(P * pv * es);
-  size_t scratch = s_attn > s_ffn ? s_attn : s_ffn;
-  if (s_out > scratch) scratch = s_out;
-  size_t dev = 2 * R(P * (size_t)C * es) + 2 * R(N * (size_t)D * es) + 2 * R(N * (size_t)(rot ? rot : 1) * 4) + scratch;
+  size_t BP = (size_t)(maxB * maxP), BN = (size_t)(maxB * c->maxN), pv = (size_t)c->pv;
+  size_t dev = dev_bytes(g, maxB, maxP, es);
   h3_status s = be->ops->alloc(be, dev, &c->dev_mem);
   if (s != H3_OK) {
     h3_error_prefix("video VAE activations (%zu bytes)", dev);
     return s;
   }
   h3_arena_init_external(&c->dev, c->dev_mem, dev);
-  size_t stage = adt == H3_DT_F32 ? 0 : R((P * pv > P * (size_t)C ? P * pv : P * (size_t)C) * es);
-  size_t host = R(P * (size_t)C * 4) + R(P * pv * 4) + stage + 2 * R(N * (size_t)(rot ? rot : 1) * 4) + extra_host;
+  s = h3_arena_tensor(&c->dev, H3_DT_F32, 2, (int64_t[]){(int64_t)BN, rc}, &c->cos);
+  if (s == H3_OK) s = h3_arena_tensor(&c->dev, H3_DT_F32, 2, (int64_t[]){(int64_t)BN, rc}, &c->sin);
+  if (s != H3_OK) {
+    ctx_free(c);
+    return s;
+  }
+  c->dev_mark = h3_arena_mark(&c->dev);
+  size_t stage = adt == H3_DT_F32 ? 0 : R((BP * pv > BP * (size_t)C ? BP * pv : BP * (size_t)C) * es);
+  size_t rows = (size_t)(rows_tiles * maxP) * pv * 4;
+  size_t host = R(BP * (size_t)C * 4) + R(rows) + stage + 2 * R((size_t)c->maxN * (size_t)rc * 4);
   s = h3_arena_init(&c->host, host);
   if (s != H3_OK) {
     ctx_free(c);
     return s;
   }
-  c->tok = h3_arena_alloc(&c->host, P * (size_t)C * 4);
-  c->rows = h3_arena_alloc(&c->host, P * pv * 4);
+  c->tok = h3_arena_alloc(&c->host, BP * (size_t)C * 4);
+  c->rows = h3_arena_alloc(&c->host, rows);
   c->stage = stage ? h3_arena_alloc(&c->host, stage) : NULL;
-  c->cs = h3_arena_alloc(&c->host, N * (size_t)(rot ? rot : 1) * 4);
-  c->sn = h3_arena_alloc(&c->host, N * (size_t)(rot ? rot : 1) * 4);
+  c->cs = h3_arena_alloc(&c->host, (size_t)c->maxN * (size_t)rc * 4);
+  c->sn = h3_arena_alloc(&c->host, (size_t)c->maxN * (size_t)rc * 4);
+  if (!c->tok || !c->rows || (stage && !c->stage) || !c->cs || !c->sn) {
+    ctx_free(c);
+    return h3_fail(H3_ERR_INTERNAL, "video VAE: host buffer plan");
+  }
   return H3_OK;
 }
 
@@ -129,8 +168,40 @@ static h3_status upload_f32(vv_ctx *c, h3_tensor *dst, const float *src, size_t 
   return be->ops->upload(be, dst->data, c->stage, n * h3_dtype_size(dst->dtype));
 }
 
-/* One decoder call on c->tok ([P, C], P = T*h*w) -> c->rows ([P, pv] f32). */
-static h3_status forward(vv_ctx *c, int64_t T, int64_t h, int64_t w) {
+/* Device RoPE tables for B tiles of T x h x w: the tile table repeated B times
+ * (rebuilt only when the geometry changes). */
+static h3_status ensure_rope(vv_ctx *c, int64_t B, int64_t T, int64_t h, int64_t w) {
+  const h3_vvae_config *g = &c->w->cfg;
+  int64_t rot = g->rope_dim, N = T * h * w + g->num_registers + 1;
+  if (!rot || (c->rope_T == T && c->rope_h == h && c->rope_w == w && c->rope_B >= B)) return H3_OK;
+  rope_tables(g, T, h, w, N, c->cs, c->sn);
+  size_t bytes = (size_t)(N * rot) * 4;
+  for (int64_t b = 0; b < B; b++) {
+    H3_TRY(c->be->ops->upload(c->be, (char *)c->cos.data + (size_t)b * bytes, c->cs, bytes));
+    H3_TRY(c->be->ops->upload(c->be, (char *)c->sin.data + (size_t)b * bytes, c->sn, bytes));
+  }
+  c->rope_T = T, c->rope_h = h, c->rope_w = w, c->rope_B = B;
+  return H3_OK;
+}
+
+/* y = x W^T + b over B tiles of N rows: one GEMM over all B*N rows, or one per
+ * tile when `per_tile` (the same GEMM shapes as a one-tile forward: BLAS
+ * libraries round differently for different row counts, and f32 decodes are
+ * kept bit-identical to one tile per forward). */
+static h3_status linear_tiles(h3_backend *be, const h3_tensor *x, const h3_tensor *w, const h3_tensor *b,
+                              h3_tensor *y, int64_t B, int64_t N, int per_tile) {
+  if (!per_tile || B == 1) return be->ops->linear(be, x, w, b, y);
+  for (int64_t t = 0; t < B; t++) {
+    h3_tensor xt = h3_tensor_narrow(x, 0, t * N, N), yt = h3_tensor_narrow(y, 0, t * N, N);
+    H3_TRY(be->ops->linear(be, &xt, w, b, &yt));
+  }
+  return H3_OK;
+}
+
+/* Queue one decoder forward of B tiles on c->tok ([B*P, C], P = T*h*w per
+ * tile, tile-major) -> c->out ([B*P, pv] on the device); fetch() brings the
+ * rows back.  On an asynchronous backend this returns before the work is done. */
+static h3_status forward(vv_ctx *c, int64_t B, int64_t T, int64_t h, int64_t w) {
   h3_backend *be = c->be;
   const h3_backend_ops *op = be->ops;
   const h3_vvae_weights *W = c->w;
@@ -138,99 +209,128 @@ static h3_status forward(vv_ctx *c, int64_t T, int64_t h, int64_t w) {
   h3_dtype adt = c->adt;
   int64_t P = T * h * w, Rg = g->num_registers, N = P + Rg + 1;
   int64_t C = g->latent_channels, D = g->dim, F = g->ffn_inner, rot = g->rope_dim, pv = c->pv;
+  int64_t BP = B * P, BN = B * N;
   float eps = (float)g->norm_eps;
-  if (P < 1 || P > c->maxP) return h3_fail(H3_ERR_INTERNAL, "video VAE: call of %lld tokens (planned %lld)",
-                                           (long long)P, (long long)c->maxP);
+  if (P < 1 || P > c->maxP || B < 1 || B > c->maxB)
+    return h3_fail(H3_ERR_INTERNAL, "video VAE: forward of %lld x %lld tokens (planned %lld x %lld)", (long long)B,
+                   (long long)P, (long long)c->maxB, (long long)c->maxP);
+  H3_TRY(ensure_rope(c, B, T, h, w));
   h3_arena *A = &c->dev;
-  h3_arena_reset(A);
-  h3_tensor tok, pq, x, a, cos, sin;
-  H3_TRY(h3_arena_tensor(A, adt, 2, (int64_t[]){P, C}, &tok));
-  H3_TRY(h3_arena_tensor(A, adt, 2, (int64_t[]){P, C}, &pq));
-  H3_TRY(h3_arena_tensor(A, adt, 2, (int64_t[]){N, D}, &x));
-  H3_TRY(h3_arena_tensor(A, adt, 2, (int64_t[]){N, D}, &a));
-  int64_t rcols = rot ? rot : 1;
-  H3_TRY(h3_arena_tensor(A, H3_DT_F32, 2, (int64_t[]){N, rcols}, &cos));
-  H3_TRY(h3_arena_tensor(A, H3_DT_F32, 2, (int64_t[]){N, rcols}, &sin));
+  h3_arena_release(A, c->dev_mark);
+  h3_tensor tok, pq, x, a;
+  H3_TRY(h3_arena_tensor(A, adt, 2, (int64_t[]){BP, C}, &tok));
+  H3_TRY(h3_arena_tensor(A, adt, 2, (int64_t[]){BP, C}, &pq));
+  H3_TRY(h3_arena_tensor(A, adt, 2, (int64_t[]){BN, D}, &x));
+  H3_TRY(h3_arena_tensor(A, adt, 2, (int64_t[]){BN, D}, &a));
+  h3_tensor cos = h3_tensor_narrow(&c->cos, 0, 0, BN), sin = h3_tensor_narrow(&c->sin, 0, 0, BN);
 
-  H3_TRY(upload_f32(c, &tok, c->tok, (size_t)(P * C)));
-  if (rot) {
-    rope_tables(g, T, h, w, N, c->cs, c->sn);
-    H3_TRY(op->upload(be, cos.data, c->cs, (size_t)(N * rot) * 4));
-    H3_TRY(op->upload(be, sin.data, c->sn, (size_t)(N * rot) * 4));
+  H3_TRY(upload_f32(c, &tok, c->tok, (size_t)(BP * C)));
+  for (int64_t b = 0; b < B; b++) {
+    /* post_quant_conv (1x1x1) and proj_in on the tile's patch tokens */
+    h3_tensor tb = h3_tensor_narrow(&tok, 0, b * P, P), pb = h3_tensor_narrow(&pq, 0, b * P, P);
+    H3_TRY(op->linear(be, &tb, &W->pq_w, &W->pq_b, &pb));
+    h3_tensor xp = h3_tensor_narrow(&x, 0, b * N, P);
+    H3_TRY(op->linear(be, &pb, &W->in_w, &W->in_b, &xp));
+    /* suffix: registers, then one zero token */
+    h3_tensor xr = h3_tensor_narrow(&x, 0, b * N + P, Rg);
+    if (Rg > 0) H3_TRY(op->copy_convert(be, &W->registers, &xr));
+    h3_tensor xz = h3_tensor_narrow(&x, 0, b * N + P + Rg, 1);
+    H3_TRY(op->zero(be, &xz));
   }
-  /* post_quant_conv (1x1x1) and proj_in on the patch tokens */
-  H3_TRY(op->linear(be, &tok, &W->pq_w, &W->pq_b, &pq));
-  h3_tensor xp = h3_tensor_narrow(&x, 0, 0, P);
-  H3_TRY(op->linear(be, &pq, &W->in_w, &W->in_b, &xp));
-  /* suffix: registers, then one zero token */
-  h3_tensor xr = h3_tensor_narrow(&x, 0, P, Rg);
-  if (Rg > 0) H3_TRY(op->copy_convert(be, &W->registers, &xr));
-  h3_tensor xz = h3_tensor_narrow(&x, 0, P + Rg, 1);
-  H3_TRY(op->zero(be, &xz));
 
   size_t mark = h3_arena_mark(A);
   float scale = (float)(1.0 / sqrt((double)g->head_dim));
+  const int pt = adt == H3_DT_F32; /* f32: GEMMs per tile (bit-identical to one tile per forward) */
   for (int64_t k = 0; k < g->num_layers; k++) {
-    const h3_vvae_block *b = &W->blocks[k];
+    const h3_vvae_block *bk = &W->blocks[k];
     h3_tensor qkv, att, f1, f2;
     /* attention branch */
-    H3_TRY(op->rmsnorm(be, &x, &b->norm1, eps, &a));
-    H3_TRY(h3_arena_tensor(A, adt, 2, (int64_t[]){N, 3 * D}, &qkv));
-    H3_TRY(h3_arena_tensor(A, adt, 2, (int64_t[]){N, D}, &att));
-    if (b->n_qkv == 1) {
-      H3_TRY(op->linear(be, &a, &b->qkv_w[0], &b->qkv_b[0], &qkv));
+    H3_TRY(op->rmsnorm(be, &x, &bk->norm1, eps, &a));
+    H3_TRY(h3_arena_tensor(A, adt, 2, (int64_t[]){BN, 3 * D}, &qkv));
+    H3_TRY(h3_arena_tensor(A, adt, 2, (int64_t[]){BN, D}, &att));
+    if (bk->n_qkv == 1) {
+      H3_TRY(linear_tiles(be, &a, &bk->qkv_w[0], &bk->qkv_b[0], &qkv, B, N, pt));
     } else {
       for (int i = 0; i < 3; i++) {
         h3_tensor part = h3_tensor_narrow(&qkv, 1, i * D, D);
-        H3_TRY(op->linear(be, &a, &b->qkv_w[i], &b->qkv_b[i], &part));
+        H3_TRY(linear_tiles(be, &a, &bk->qkv_w[i], &bk->qkv_b[i], &part, B, N, pt));
       }
     }
-    H3_TRY(op->qk_norm_rope(be, &qkv, &b->qkv_layout, NULL, NULL, eps, rot ? &cos : NULL, rot ? &sin : NULL));
-    H3_TRY(op->attention(be, &qkv, &b->qkv_layout, scale, &att));
-    H3_TRY(op->linear(be, &att, &b->out_w, &b->out_b, &a));
-    H3_TRY(op->scaled_residual(be, &x, &a, &b->scale1));
+    H3_TRY(op->qk_norm_rope(be, &qkv, &bk->qkv_layout, NULL, NULL, eps, rot ? &cos : NULL, rot ? &sin : NULL));
+    for (int64_t b = 0; b < B; b++) { /* each tile attends within itself */
+      h3_tensor qb = h3_tensor_narrow(&qkv, 0, b * N, N), ob = h3_tensor_narrow(&att, 0, b * N, N);
+      H3_TRY(op->attention(be, &qb, &bk->qkv_layout, scale, &ob));
+    }
+    H3_TRY(linear_tiles(be, &att, &bk->out_w, &bk->out_b, &a, B, N, pt));
+    H3_TRY(op->scaled_residual(be, &x, &a, &bk->scale1));
     h3_arena_release(A, mark);
     /* FFN branch */
-    H3_TRY(op->rmsnorm(be, &x, &b->norm2, eps, &a));
-    H3_TRY(h3_arena_tensor(A, adt, 2, (int64_t[]){N, 2 * F}, &f1));
-    H3_TRY(h3_arena_tensor(A, adt, 2, (int64_t[]){N, F}, &f2));
-    H3_TRY(op->linear(be, &a, &b->w1, &b->b1, &f1));
-    H3_TRY(op->swiglu(be, &f1, b->gate_col, b->value_col, &f2));
-    H3_TRY(op->linear(be, &f2, &b->w2, &b->b2, &a));
-    H3_TRY(op->scaled_residual(be, &x, &a, &b->scale2));
+    H3_TRY(op->rmsnorm(be, &x, &bk->norm2, eps, &a));
+    H3_TRY(h3_arena_tensor(A, adt, 2, (int64_t[]){BN, 2 * F}, &f1));
+    H3_TRY(h3_arena_tensor(A, adt, 2, (int64_t[]){BN, F}, &f2));
+    H3_TRY(linear_tiles(be, &a, &bk->w1, &bk->b1, &f1, B, N, pt));
+    H3_TRY(op->swiglu(be, &f1, bk->gate_col, bk->value_col, &f2));
+    H3_TRY(linear_tiles(be, &f2, &bk->w2, &bk->b2, &a, B, N, pt));
+    H3_TRY(op->scaled_residual(be, &x, &a, &bk->scale2));
     h3_arena_release(A, mark);
   }
-  /* LayerNorm, then proj_out on the patch tokens only (the suffix is dropped) */
+  /* LayerNorm, then proj_out on each tile's patch tokens only (the suffix is dropped) */
   H3_TRY(op->layernorm(be, &x, &W->norm_out_w, &W->norm_out_b, eps, &a));
-  h3_tensor ap = h3_tensor_narrow(&a, 0, 0, P), out;
-  H3_TRY(h3_arena_tensor(A, adt, 2, (int64_t[]){P, pv}, &out));
-  H3_TRY(op->linear(be, &ap, &W->out_w, &W->out_b, &out));
-  if (adt == H3_DT_F32) {
-    H3_TRY(op->download(be, c->rows, out.data, (size_t)(P * pv) * 4));
-  } else {
-    H3_TRY(op->download(be, c->stage, out.data, (size_t)(P * pv) * h3_dtype_size(adt)));
-    h3_convert_to_f32(c->rows, c->stage, adt, (size_t)(P * pv));
+  H3_TRY(h3_arena_tensor(A, adt, 2, (int64_t[]){BP, pv}, &c->out));
+  for (int64_t b = 0; b < B; b++) {
+    h3_tensor ap = h3_tensor_narrow(&a, 0, b * N, P), ob = h3_tensor_narrow(&c->out, 0, b * P, P);
+    H3_TRY(op->linear(be, &ap, &W->out_w, &W->out_b, &ob));
   }
-  h3_arena_release(A, mark);
   return H3_OK;
+}
+
+typedef struct vv_widen {
+  float *dst;
+  const char *src;
+  h3_dtype dt;
+  size_t n;
+} vv_widen;
+
+#define VV_WIDEN_CHUNK ((int64_t)1 << 20)
+
+static void widen_chunks(void *vctx, int64_t begin, int64_t end, int thread) {
+  const vv_widen *v = vctx;
+  size_t es = h3_dtype_size(v->dt);
+  for (int64_t k = begin; k < end; k++) {
+    size_t a = (size_t)(k * VV_WIDEN_CHUNK), n = v->n - a < (size_t)VV_WIDEN_CHUNK ? v->n - a : (size_t)VV_WIDEN_CHUNK;
+    h3_convert_to_f32(v->dst + a, v->src + a * es, v->dt, n);
+  }
+}
+
+/* c->out of the last forward -> dst ([rows, pv] f32 host); waits for it. */
+static h3_status fetch(vv_ctx *c, float *dst) {
+  h3_backend *be = c->be;
+  size_t n = (size_t)h3_tensor_numel(&c->out);
+  if (c->adt == H3_DT_F32) return be->ops->download(be, dst, c->out.data, n * 4);
+  H3_TRY(be->ops->download(be, c->stage, c->out.data, n * h3_dtype_size(c->adt)));
+  vv_widen v = {.dst = dst, .src = c->stage, .dt = c->adt, .n = n};
+  h3_parallel_for(h3_default_pool(), ((int64_t)n + VV_WIDEN_CHUNK - 1) / VV_WIDEN_CHUNK, 1, widen_chunks, &v);
+  return H3_OK;
+}
+
+/* One pixel row of a decoded tile, read from its proj_out rows in place
+ * (the unpatchify index map, §4.5): tile channel ch, frame d, row yy ->
+ * dst[0, w*p).  rows: [T*h*w, pv] of the tile. */
+static void tile_row(const h3_vvae_config *g, const float *rows, int64_t h, int64_t w, int64_t ch, int64_t d,
+                     int64_t yy, float *dst) {
+  int64_t pt = g->patch_t, p = g->patch, pv = g->out_channels * pt * p * p;
+  int64_t t = d / pt, dt = d % pt, y = yy / p, dy = yy % p;
+  const float *r = rows + ((t * h + y) * w) * pv + ((ch * pt + dt) * p + dy) * p;
+  for (int64_t x = 0; x < w; x++) memcpy(dst + x * p, r + x * pv, (size_t)p * sizeof(float));
 }
 
 /* rows [P, pv] of a T x h x w call -> tile [Co, T*pt, h*p, w*p] (§4.5). */
 static void unpatchify(const h3_vvae_config *g, const float *rows, int64_t T, int64_t h, int64_t w, float *tile) {
-  int64_t Co = g->out_channels, pt = g->patch_t, p = g->patch, pv = Co * pt * p * p;
+  int64_t Co = g->out_channels, pt = g->patch_t, p = g->patch;
   int64_t TH = h * p, TW = w * p, TF = T * pt;
-  for (int64_t t = 0; t < T; t++)
-    for (int64_t y = 0; y < h; y++)
-      for (int64_t x = 0; x < w; x++) {
-        const float *r = rows + ((t * h + y) * w + x) * pv;
-        for (int64_t ch = 0; ch < Co; ch++)
-          for (int64_t dt = 0; dt < pt; dt++)
-            for (int64_t dy = 0; dy < p; dy++) {
-              const float *src = r + ((ch * pt + dt) * p + dy) * p;
-              float *dst = tile + ((ch * TF + t * pt + dt) * TH + y * p + dy) * TW + x * p;
-              memcpy(dst, src, (size_t)p * sizeof(float));
-            }
-      }
+  for (int64_t ch = 0; ch < Co; ch++)
+    for (int64_t d = 0; d < TF; d++)
+      for (int64_t yy = 0; yy < TH; yy++) tile_row(g, rows, h, w, ch, d, yy, tile + ((ch * TF + d) * TH + yy) * TW);
 }
 
 h3_status h3_vvae_decode_call(h3_backend *be, const h3_vvae_weights *w, const float *z, int64_t T, int64_t h,
@@ -240,10 +340,11 @@ h3_status h3_vvae_decode_call(h3_backend *be, const h3_vvae_weights *w, const fl
                    (long long)h, (long long)wd);
   vv_ctx c;
   int64_t P = T * h * wd, C = w->cfg.latent_channels;
-  H3_TRY(ctx_init(&c, be, w, P, 0, H3_DT_F32));
+  H3_TRY(ctx_init(&c, be, w, 1, P, 1, H3_DT_F32));
   for (int64_t n = 0; n < P; n++)
     for (int64_t ch = 0; ch < C; ch++) c.tok[n * C + ch] = z[ch * P + n];
-  h3_status s = forward(&c, T, h, wd);
+  h3_status s = forward(&c, 1, T, h, wd);
+  if (s == H3_OK) s = fetch(&c, c.rows);
   if (s == H3_OK) unpatchify(&w->cfg, c.rows, T, h, wd, out);
   ctx_free(&c);
   return s;
@@ -265,146 +366,256 @@ static h3_status axis_tiles(const h3_vvae_config *g, int tiling, int64_t len_px,
   return s;
 }
 
+/* Everything one decode needs besides the context. */
+typedef struct vv_plan {
+  const h3_vvae_config *g;
+  h3_vvae_tplan tp;
+  h3_vvae_tiles ty, tx;
+  int64_t p, C, Co, T, h, wd, H, W, Fo, WF, lh, lw, P, ntiles, nb, calls_per_window;
+  const float *latents;
+  float *frames;
+} vv_plan;
+
+/* Tokens of tiles [t0, t0 + n) of window `ck` of batch item `b` into c->tok:
+ * de-normalized z = z_norm * std + mean; padded frames repeat the last latent. */
+static void gather_tokens(const vv_plan *pl, vv_ctx *c, int64_t b, int64_t ck, int64_t t0, int64_t n) {
+  const h3_vvae_config *g = pl->g;
+  const float *mean = g->latents_mean, *std = g->latents_std;
+  int64_t C = pl->C, T = pl->T, h = pl->h, wd = pl->wd, lh = pl->lh, lw = pl->lw, P = pl->P;
+  const float *zb = pl->latents + (size_t)b * (size_t)(C * T * h * wd);
+  for (int64_t k = 0; k < n; k++) {
+    int64_t tile = t0 + k, i = tile / pl->tx.n, j = tile % pl->tx.n;
+    int64_t y0 = pl->ty.start[i] / pl->p, x0 = pl->tx.start[j] / pl->p;
+    float *tok = c->tok + (size_t)(k * P * C);
+    for (int64_t t = 0; t < pl->tp.window; t++) {
+      int64_t ts = ck * pl->tp.stride + t;
+      if (ts > T - 1) ts = T - 1;
+      for (int64_t ch = 0; ch < C; ch++) {
+        const float *src = zb + ((size_t)(ch * T + ts) * (size_t)h + (size_t)y0) * (size_t)wd + (size_t)x0;
+        for (int64_t yy = 0; yy < lh; yy++)
+          for (int64_t xx = 0; xx < lw; xx++)
+            tok[((t * lh + yy) * lw + xx) * C + ch] = src[yy * wd + xx] * std[ch] + mean[ch];
+      }
+    }
+  }
+}
+
+/* One (tile, decoded frame) item of a window's composition. */
+typedef struct vv_stitch {
+  const vv_plan *pl;
+  const vv_ctx *c;
+  int64_t b, ck, lo, hi; /* item and window; frames [lo, hi) to de-normalize */
+  float *lines;          /* 3 tile-wide rows per pool thread */
+} vv_stitch;
+
+/* Items t * WF + d: tile t = (i, j), decoded frame d.  Every item writes its
+ * own pixels (tile t's canvas cell of output frame f(d); d -> f is one-to-one
+ * within a window), so items run in any order on any thread. */
+static void stitch_items(void *vctx, int64_t begin, int64_t end, int thread) {
+  const vv_stitch *S = vctx;
+  const vv_plan *pl = S->pl;
+  const vv_ctx *c = S->c;
+  const h3_vvae_config *g = pl->g;
+  const h3_vvae_tiles *ty = &pl->ty, *tx = &pl->tx;
+  int64_t nty = ty->n, ntx = tx->n, H = pl->H, W = pl->W, WF = pl->WF, lh = pl->lh, lw = pl->lw;
+  size_t plane = (size_t)(H * W), fstride = (size_t)pl->Fo * plane, tile_rows = (size_t)(pl->P * c->pv);
+  float *ob = pl->frames + (size_t)S->b * (size_t)pl->Co * fstride;
+  float *r0 = S->lines + (size_t)thread * 3 * (size_t)tx->len, *ru = r0 + tx->len, *rl = ru + tx->len;
+  for (int64_t item = begin; item < end; item++) {
+    int64_t t = item / WF, d = item % WF, i = t / ntx, j = t % ntx;
+    int64_t f;
+    float wt;
+    int mode = h3_vvae_frame_dest(&pl->tp, S->ck, d, &f, &wt);
+    if (!mode) continue;
+    float wo = 1.0f - wt;
+    /* canvas rows [y_i, y_{i+1}) and columns [x_j, x_{j+1}) of this tile (§5.3) */
+    int64_t ylo = ty->start[i], yhi = i + 1 < nty ? ty->start[i + 1] : H;
+    int64_t ey = i > 0 ? ty->overlap[i - 1] : 0;
+    if (ey > ty->len) ey = ty->len;
+    int64_t xlo = tx->start[j], xhi = j + 1 < ntx ? tx->start[j + 1] : W;
+    int64_t ex = j > 0 ? tx->overlap[j - 1] : 0;
+    if (ex > tx->len) ex = tx->len;
+    const float *T0 = c->rows + (size_t)(i * ntx + j) * tile_rows;
+    const float *Tup = i > 0 ? c->rows + (size_t)((i - 1) * ntx + j) * tile_rows : NULL;
+    const float *Tl = j > 0 ? c->rows + (size_t)(i * ntx + j - 1) * tile_rows : NULL;
+    for (int64_t ch = 0; ch < pl->Co; ch++) {
+      float *o = ob + (size_t)ch * fstride + (size_t)f * plane;
+      for (int64_t Y = ylo; Y < yhi; Y++) {
+        int64_t pp = Y - ylo;
+        float wy = 0.0f, wy0 = 1.0f;
+        int vb = Tup && pp < ey;
+        if (vb) {
+          wy = (float)pp / (float)ey;
+          wy0 = 1.0f - wy;
+        }
+        tile_row(g, T0, lh, lw, ch, d, pp, r0);
+        if (vb) tile_row(g, Tup, lh, lw, ch, d, Y - ty->start[i - 1], ru);
+        if (Tl) tile_row(g, Tl, lh, lw, ch, d, pp, rl);
+        float *orow = o + Y * W;
+        for (int64_t X = xlo; X < xhi; X++) {
+          int64_t q = X - xlo;
+          float v = r0[q];
+          if (vb) v = ru[q] * wy0 + v * wy;
+          if (Tl && q < ex) {
+            float wx = (float)q / (float)ex;
+            v = rl[X - tx->start[j - 1]] * (1.0f - wx) + v * wx;
+          }
+          orow[X] = mode == 2 ? orow[X] * wo + v * wt : v;
+        }
+      }
+    }
+  }
+}
+
+/* Items ch * (hi - lo) + (f - lo): pixel de-normalization (ImageNet) and clamp
+ * to [0, 1] of output frame f; NaN stays NaN as in torch.clamp. */
+static void denorm_items(void *vctx, int64_t begin, int64_t end, int thread) {
+  const vv_stitch *S = vctx;
+  const vv_plan *pl = S->pl;
+  size_t plane = (size_t)(pl->H * pl->W), fstride = (size_t)pl->Fo * plane;
+  float *ob = pl->frames + (size_t)S->b * (size_t)pl->Co * fstride;
+  int64_t nf = S->hi - S->lo;
+  for (int64_t item = begin; item < end; item++) {
+    int64_t ch = item / nf, f = S->lo + item % nf;
+    float m = pl->g->pixel_mean[ch], sd = pl->g->pixel_std[ch];
+    float *o = ob + (size_t)ch * fstride + (size_t)f * plane;
+    for (size_t k = 0; k < plane; k++) {
+      float v = o[k] * sd + m;
+      o[k] = v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
+    }
+  }
+}
+
+/* Compose window `ck` of batch item `b` from the proj_out rows of all its tiles
+ * (c->rows, tile-major) into the output (§5.3 raw-neighbour blends, §4.7 frame
+ * map), then de-normalize the frames no later window touches: those below
+ * (ck + 1) * len0 (later windows write from there on).  On the default pool. */
+static void stitch_window(const vv_plan *pl, const vv_ctx *c, float *lines, int64_t b, int64_t ck,
+                          int64_t *done_frames) {
+  h3_threadpool *pool = h3_default_pool();
+  vv_stitch S = {.pl = pl, .c = c, .b = b, .ck = ck, .lines = lines};
+  h3_parallel_for(pool, pl->ntiles * pl->WF, 1, stitch_items, &S);
+  int64_t hi = ck + 1 < pl->tp.num_chunks ? (ck + 1) * pl->tp.len0 : pl->Fo;
+  if (hi > pl->Fo) hi = pl->Fo;
+  if (hi > *done_frames) {
+    S.lo = *done_frames;
+    S.hi = hi;
+    h3_parallel_for(pool, pl->Co * (hi - S.lo), 1, denorm_items, &S);
+    *done_frames = hi;
+  }
+}
+
+/* Tiles per forward: the option, else all tiles of a window within
+ * VV_BATCH_BYTES of activations; then evened out over the forwards. */
+static int64_t tile_batch(const h3_vvae_config *g, int64_t want, int64_t ntiles, int64_t P, size_t es) {
+  int64_t nb = want;
+  if (nb <= 0) {
+    size_t one = dev_bytes(g, 1, P, es);
+    nb = one ? (int64_t)(VV_BATCH_BYTES / one) : 1;
+  }
+  if (nb < 1) nb = 1;
+  if (nb > ntiles) nb = ntiles;
+  int64_t calls = (ntiles + nb - 1) / nb;
+  return (ntiles + calls - 1) / calls;
+}
+
+static h3_status vvae_decode(h3_backend *be, const h3_vvae_weights *w, const h3_vvae_decode_opts *opts,
+                             const float *latents, int64_t B, int64_t T, int64_t h, int64_t wd, float *frames);
+
+/* The half path runs the release's f32 weights as bf16 GEMMs (cached bf16 copies on
+ * the CUDA backend), as the reference's autocast does with its fp16 casts. */
 h3_status h3_vvae_decode(h3_backend *be, const h3_vvae_weights *w, const h3_vvae_decode_opts *opts,
                          const float *latents, int64_t B, int64_t T, int64_t h, int64_t wd, float *frames) {
+  if (!be) return h3_fail(H3_ERR_INVALID, "video VAE decode: no backend");
+  const bool saved = be->narrow_weights;
+  be->narrow_weights = opts && opts->half;
+  h3_status s = vvae_decode(be, w, opts, latents, B, T, h, wd, frames);
+  be->narrow_weights = saved;
+  return s;
+}
+
+static h3_status vvae_decode(h3_backend *be, const h3_vvae_weights *w, const h3_vvae_decode_opts *opts,
+                             const float *latents, int64_t B, int64_t T, int64_t h, int64_t wd, float *frames) {
   if (!w || !latents || !frames || B < 1 || h < 1 || wd < 1)
     return h3_fail(H3_ERR_INVALID, "video VAE decode: bad arguments (B %lld, h %lld, w %lld)", (long long)B,
                    (long long)h, (long long)wd);
   const h3_vvae_config *g = &w->cfg;
-  h3_vvae_tplan tp;
-  H3_TRY(h3_vvae_temporal_plan(g, T, &tp));
+  vv_plan pl;
+  memset(&pl, 0, sizeof pl);
+  pl.g = g;
+  H3_TRY(h3_vvae_temporal_plan(g, T, &pl.tp));
   int tiling = g->tiling;
-  int64_t th = g->tile_h, tw = g->tile_w, oh = g->tile_overlap_h, ow = g->tile_overlap_w;
+  int64_t th = g->tile_h, tw = g->tile_w, oh = g->tile_overlap_h, ow = g->tile_overlap_w, want_batch = 0;
   if (opts) {
     if (opts->tiling >= 0) tiling = opts->tiling != 0;
     if (opts->tile_h > 0) th = opts->tile_h;
     if (opts->tile_w > 0) tw = opts->tile_w;
     if (opts->tile_overlap_h > 0) oh = opts->tile_overlap_h;
     if (opts->tile_overlap_w > 0) ow = opts->tile_overlap_w;
+    want_batch = opts->tile_batch;
   }
-  int64_t p = g->patch, pt = g->patch_t, C = g->latent_channels, Co = g->out_channels;
-  int64_t H = h * p, W = wd * p, Fo = tp.frames, WF = tp.window * pt;
-  h3_vvae_tiles ty = {0}, tx = {0};
-  h3_status s = axis_tiles(g, tiling, H, th, oh, &ty, "height");
-  if (s == H3_OK) s = axis_tiles(g, tiling, W, tw, ow, &tx, "width");
+  pl.p = g->patch;
+  pl.C = g->latent_channels;
+  pl.Co = g->out_channels;
+  pl.T = T, pl.h = h, pl.wd = wd;
+  pl.H = h * pl.p, pl.W = wd * pl.p, pl.Fo = pl.tp.frames, pl.WF = pl.tp.window * g->patch_t;
+  pl.latents = latents;
+  pl.frames = frames;
+  h3_status s = axis_tiles(g, tiling, pl.H, th, oh, &pl.ty, "height");
+  if (s == H3_OK) s = axis_tiles(g, tiling, pl.W, tw, ow, &pl.tx, "width");
   if (s != H3_OK) {
-    h3_vvae_tiles_free(&ty);
-    h3_vvae_tiles_free(&tx);
+    h3_vvae_tiles_free(&pl.ty);
+    h3_vvae_tiles_free(&pl.tx);
     return s;
   }
-  int64_t lh = ty.len / p, lw = tx.len / p; /* tile size in latents */
-  int64_t nty = ty.n, ntx = tx.n;
-  size_t tile_elems = (size_t)(Co * WF * ty.len * tx.len);
-  size_t tiles_bytes = 2 * (size_t)ntx * R(tile_elems * sizeof(float));
+  pl.lh = pl.ty.len / pl.p, pl.lw = pl.tx.len / pl.p; /* tile size in latents */
+  pl.P = pl.tp.window * pl.lh * pl.lw;
+  pl.ntiles = pl.ty.n * pl.tx.n;
+  h3_dtype adt = opts && opts->half ? be->act_dtype : H3_DT_F32; /* f32 (exact) unless asked otherwise */
+  pl.nb = tile_batch(g, want_batch, pl.ntiles, pl.P, h3_dtype_size(adt));
+  pl.calls_per_window = (pl.ntiles + pl.nb - 1) / pl.nb;
   vv_ctx c;
-  /* f32 activations (exact) unless the caller asks for the backend's storage dtype */
-  s = ctx_init(&c, be, w, tp.window * lh * lw, tiles_bytes, opts && opts->half ? be->act_dtype : H3_DT_F32);
+  s = ctx_init(&c, be, w, pl.nb, pl.P, pl.ntiles, adt);
   if (s != H3_OK) {
-    h3_vvae_tiles_free(&ty);
-    h3_vvae_tiles_free(&tx);
+    h3_vvae_tiles_free(&pl.ty);
+    h3_vvae_tiles_free(&pl.tx);
     return s;
   }
-  float **prev = calloc((size_t)ntx, sizeof *prev), **cur = calloc((size_t)ntx, sizeof *cur);
-  if (!prev || !cur) s = h3_fail(H3_ERR_NOMEM, "video VAE tiles");
-  for (int64_t j = 0; s == H3_OK && j < ntx; j++) {
-    prev[j] = h3_arena_alloc(&c.host, tile_elems * sizeof(float));
-    cur[j] = h3_arena_alloc(&c.host, tile_elems * sizeof(float));
-  }
-  H3_LOGD("video VAE decode: %lld x [%lld, %lld, %lld, %lld] -> %lld frames of %lldx%lld; %lld windows x %lldx%lld tiles",
-          (long long)B, (long long)C, (long long)T, (long long)h, (long long)wd, (long long)Fo, (long long)W,
-          (long long)H, (long long)tp.num_chunks, (long long)nty, (long long)ntx);
-  const float *mean = g->latents_mean, *std = g->latents_std;
-  size_t plane = (size_t)(H * W), fstride = (size_t)Fo * plane;
-  int64_t tsz = ty.len * tx.len;
+  /* three tile-wide pixel rows per thread of the pool that composes the windows */
+  float *lines = malloc((size_t)h3_threadpool_size(h3_default_pool()) * 3 * (size_t)pl.tx.len * sizeof(float));
+  if (!lines) s = h3_fail(H3_ERR_NOMEM, "video VAE tile rows");
+  H3_LOGD("video VAE decode: %lld x [%lld, %lld, %lld, %lld] -> %lld frames of %lldx%lld; %lld windows x %lldx%lld "
+          "tiles, %lld tiles per forward",
+          (long long)B, (long long)pl.C, (long long)T, (long long)h, (long long)wd, (long long)pl.Fo,
+          (long long)pl.W, (long long)pl.H, (long long)pl.tp.num_chunks, (long long)pl.ty.n, (long long)pl.tx.n,
+          (long long)pl.nb);
 
-  for (int64_t b = 0; s == H3_OK && b < B; b++) {
-    const float *zb = latents + (size_t)b * (size_t)(C * T * h * wd);
-    float *ob = frames + (size_t)b * (size_t)Co * fstride;
-    for (int64_t ck = 0; s == H3_OK && ck < tp.num_chunks; ck++) {
-      for (int64_t i = 0; s == H3_OK && i < nty; i++) {
-        int64_t y0 = ty.start[i] / p;
-        for (int64_t j = 0; s == H3_OK && j < ntx; j++) {
-          int64_t x0 = tx.start[j] / p;
-          /* tokens of this tile: de-normalized z = z_norm * std + mean; padded frames repeat the last latent */
-          for (int64_t t = 0; t < tp.window; t++) {
-            int64_t ts = ck * tp.stride + t;
-            if (ts > T - 1) ts = T - 1;
-            for (int64_t ch = 0; ch < C; ch++) {
-              const float *src = zb + ((size_t)(ch * T + ts) * (size_t)h + (size_t)y0) * (size_t)wd + (size_t)x0;
-              for (int64_t yy = 0; yy < lh; yy++)
-                for (int64_t xx = 0; xx < lw; xx++)
-                  c.tok[((t * lh + yy) * lw + xx) * C + ch] = src[yy * wd + xx] * std[ch] + mean[ch];
-            }
-          }
-          s = forward(&c, tp.window, lh, lw);
-          if (s == H3_OK) unpatchify(g, c.rows, tp.window, lh, lw, cur[j]);
-        }
-        if (s != H3_OK) break;
-        /* Compose canvas rows [y_i, y_{i+1}) of this tile row (§5.3) and place
-         * every decoded frame into the output (§4.7). */
-        int64_t ylo = ty.start[i], yhi = i + 1 < nty ? ty.start[i + 1] : H;
-        int64_t ey = i > 0 ? ty.overlap[i - 1] : 0;
-        if (ey > ty.len) ey = ty.len;
-        for (int64_t j = 0; j < ntx; j++) {
-          int64_t xlo = tx.start[j], xhi = j + 1 < ntx ? tx.start[j + 1] : W;
-          int64_t ex = j > 0 ? tx.overlap[j - 1] : 0;
-          if (ex > tx.len) ex = tx.len;
-          for (int64_t d = 0; d < WF; d++) {
-            int64_t f;
-            float wt;
-            int mode = h3_vvae_frame_dest(&tp, ck, d, &f, &wt);
-            if (!mode) continue;
-            float wo = 1.0f - wt;
-            for (int64_t ch = 0; ch < Co; ch++) {
-              const float *T0 = cur[j] + (size_t)(ch * WF + d) * (size_t)tsz;
-              const float *Tup = i > 0 ? prev[j] + (size_t)(ch * WF + d) * (size_t)tsz : NULL;
-              const float *Tl = j > 0 ? cur[j - 1] + (size_t)(ch * WF + d) * (size_t)tsz : NULL;
-              float *o = ob + (size_t)ch * fstride + (size_t)f * plane;
-              for (int64_t Y = ylo; Y < yhi; Y++) {
-                int64_t pp = Y - ylo;
-                float wy = 0.0f, wy0 = 1.0f;
-                int vb = Tup && pp < ey;
-                if (vb) {
-                  wy = (float)pp / (float)ey;
-                  wy0 = 1.0f - wy;
-                }
-                const float *r0 = T0 + pp * tx.len;
-                const float *ru = vb ? Tup + (Y - ty.start[i - 1]) * tx.len : NULL;
-                const float *rl = Tl ? Tl + pp * tx.len : NULL;
-                float *orow = o + Y * W;
-                for (int64_t X = xlo; X < xhi; X++) {
-                  int64_t q = X - xlo;
-                  float v = r0[q];
-                  if (vb) v = ru[q] * wy0 + v * wy;
-                  if (rl && q < ex) {
-                    float wx = (float)q / (float)ex;
-                    v = rl[X - tx.start[j - 1]] * (1.0f - wx) + v * wx;
-                  }
-                  orow[X] = mode == 2 ? orow[X] * wo + v * wt : v;
-                }
-              }
-            }
-          }
-        }
-        float **sw = prev;
-        prev = cur;
-        cur = sw;
-      }
+  /* Forwards in order (item, window, tile batch); forward k + 1 is queued
+   * before the host stitches the window that forward k completed. */
+  const int64_t per_item = pl.tp.num_chunks * pl.calls_per_window, total = B * per_item;
+  int64_t done_frames = 0;
+  for (int64_t k = 0; s == H3_OK && k < total; k++) {
+    int64_t b = k / per_item, ck = (k % per_item) / pl.calls_per_window, t0 = (k % pl.calls_per_window) * pl.nb;
+    int64_t n = pl.ntiles - t0 < pl.nb ? pl.ntiles - t0 : pl.nb;
+    if (k == 0) {
+      gather_tokens(&pl, &c, b, ck, t0, n);
+      s = forward(&c, n, pl.tp.window, pl.lh, pl.lw);
     }
-    /* pixel de-normalization (ImageNet) and clamp to [0, 1]; NaN stays NaN as in torch.clamp */
-    for (int64_t ch = 0; s == H3_OK && ch < Co; ch++) {
-      float m = g->pixel_mean[ch], sd = g->pixel_std[ch];
-      float *o = ob + (size_t)ch * fstride;
-      for (size_t k = 0; k < fstride; k++) {
-        float v = o[k] * sd + m;
-        o[k] = v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
-      }
+    if (s == H3_OK) s = fetch(&c, c.rows + (size_t)(t0 * pl.P * c.pv));
+    if (s == H3_OK && k + 1 < total) {
+      int64_t k1 = k + 1, b1 = k1 / per_item, ck1 = (k1 % per_item) / pl.calls_per_window;
+      int64_t t1 = (k1 % pl.calls_per_window) * pl.nb, n1 = pl.ntiles - t1 < pl.nb ? pl.ntiles - t1 : pl.nb;
+      gather_tokens(&pl, &c, b1, ck1, t1, n1);
+      s = forward(&c, n1, pl.tp.window, pl.lh, pl.lw);
+    }
+    if (s == H3_OK && t0 + n == pl.ntiles) { /* the window is complete */
+      if (ck == 0) done_frames = 0;
+      stitch_window(&pl, &c, lines, b, ck, &done_frames);
     }
   }
-  free(prev);
-  free(cur);
+  free(lines);
   ctx_free(&c);
-  h3_vvae_tiles_free(&ty);
-  h3_vvae_tiles_free(&tx);
+  h3_vvae_tiles_free(&pl.ty);
+  h3_vvae_tiles_free(&pl.tx);
   return s;
 }

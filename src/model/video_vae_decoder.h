@@ -80,6 +80,17 @@ typedef struct h3_vvae_weights {
 h3_status h3_vvae_open(const char *path, h3_vvae_weights **out);
 void h3_vvae_close(h3_vvae_weights *w);
 
+/* The decoder architecture from a parsed diffusers video VAE config alone
+ * (vae/config.json; `label` names it in errors): every size the config
+ * declares (latent channels, layers, registers, FFN width = ffn_mult x width),
+ * the released tiling (on, 256 / 64), the latent statistics (0 / 1 when
+ * absent; owned by `out`: h3_vvae_config_free).  For tools that build the
+ * weights themselves (bench/vae_bench.c); h3_vvae_open reads a checkpoint's
+ * sizes from its tensors instead. */
+struct json_t;
+h3_status h3_vvae_config_from_json(const struct json_t *root, const char *label, h3_vvae_config *out);
+void h3_vvae_config_free(h3_vvae_config *c);
+
 /* ---- geometry (video_vae_tiling.c) ------------------------------------ */
 
 /* Tiles along one axis (§5.1): n tiles of length `len` starting at start[j];
@@ -121,6 +132,12 @@ typedef struct h3_vvae_decode_opts {
   int half;                           /* 0: f32 activations (exact, default); 1: the backend's
                                          storage dtype (bf16 on CUDA; the release decodes under
                                          fp16 autocast) */
+  int64_t tile_batch;                 /* spatial tiles of one temporal window per decoder forward:
+                                         0 auto (all tiles of the window, within a memory budget);
+                                         1 one tile per forward; n at most n.  f32 results do not
+                                         depend on it (bit for bit: the GEMMs stay per tile there);
+                                         with `half` the big GEMMs see all tiles' rows at once,
+                                         which may change the last bit of a value. */
 } h3_vvae_decode_opts;
 
 /* Output frame count for t_lat latent frames (error when unsupported, e.g. T <= 2). */

@@ -262,10 +262,9 @@ static void set_release_defaults(h3_vvae_config *c) {
   memcpy(c->pixel_std, ps, sizeof ps);
 }
 
-static h3_status read_diffusers(const char *path, h3_vvae_config *c, declared *d, float **mean, float **std,
-                                int *have_stats) {
-  json_t *root = NULL;
-  H3_TRY(h3_json_load(path, &root));
+/* The fields of a parsed diffusers config (`path` labels errors). */
+static h3_status read_diffusers_root(const json_t *root, const char *path, h3_vvae_config *c, declared *d,
+                                     float **mean, float **std, int *have_stats) {
   h3_status s = H3_OK;
 #define T(x)                 \
   do {                       \
@@ -303,6 +302,14 @@ static h3_status read_diffusers(const char *path, h3_vvae_config *c, declared *d
     if (s == H3_OK) *have_stats = pm || ps;
   }
 #undef T
+  return s;
+}
+
+static h3_status read_diffusers(const char *path, h3_vvae_config *c, declared *d, float **mean, float **std,
+                                int *have_stats) {
+  json_t *root = NULL;
+  H3_TRY(h3_json_load(path, &root));
+  h3_status s = read_diffusers_root(root, path, c, d, mean, std, have_stats);
   json_decref(root);
   return s;
 }
@@ -493,6 +500,16 @@ static h3_status check_decl(const h3_vvae_weights *w, const char *cfg_label, con
   return H3_OK;
 }
 
+/* Rotated channels per head from head_dim and rope_dim_ratio (int(), as the reference). */
+static h3_status derive_rope(h3_vvae_config *c, const char *cfg_label) {
+  c->rope_dim = (int64_t)((double)c->head_dim * c->rope_dim_ratio);
+  if (c->rope_dim < 0 || c->rope_dim > c->head_dim || c->rope_dim % 6 != 0 || c->rope_dim / 6 > 64)
+    return h3_fail(H3_ERR_UNSUPPORTED,
+                   "%s: rope_dim_ratio %g gives %lld rotated channels per head; must be a multiple of 6 up to %lld",
+                   cfg_label, c->rope_dim_ratio, (long long)c->rope_dim, (long long)c->head_dim);
+  return H3_OK;
+}
+
 static h3_status bind_all(h3_vvae_weights *w, const declared *d, const char *cfg_label) {
   h3_vvae_config *c = &w->cfg;
   int orig = w->convention != H3_VVAE_DIFFUSERS;
@@ -522,11 +539,7 @@ static h3_status bind_all(h3_vvae_weights *w, const declared *d, const char *cfg
   if (c->heads < 1 || c->head_dim < 1 || c->heads * c->head_dim != D)
     return h3_fail(H3_ERR_SHAPE, "%s: %lld heads x %lld head_dim does not match the decoder width %lld of %s",
                    cfg_label, (long long)c->heads, (long long)c->head_dim, (long long)D, w->weights_path);
-  c->rope_dim = (int64_t)((double)c->head_dim * c->rope_dim_ratio);
-  if (c->rope_dim < 0 || c->rope_dim > c->head_dim || c->rope_dim % 6 != 0 || c->rope_dim / 6 > 64)
-    return h3_fail(H3_ERR_UNSUPPORTED,
-                   "%s: rope_dim_ratio %g gives %lld rotated channels per head; must be a multiple of 6 up to %lld",
-                   cfg_label, c->rope_dim_ratio, (long long)c->rope_dim, (long long)c->head_dim);
+  H3_TRY(derive_rope(c, cfg_label));
 
   /* Layers: consecutive blocks with a scale1 */
   int64_t L = 0;
@@ -767,4 +780,48 @@ h3_status h3_vvae_open(const char *path, h3_vvae_weights **out) {
           (long long)w->n_ignored);
   *out = w;
   return H3_OK;
+}
+
+/* ---- architecture from a config alone ---------------------------------------- */
+
+void h3_vvae_config_free(h3_vvae_config *c) {
+  if (!c) return;
+  free(c->latents_mean);
+  free(c->latents_std);
+  c->latents_mean = c->latents_std = NULL;
+}
+
+h3_status h3_vvae_config_from_json(const json_t *root, const char *label, h3_vvae_config *out) {
+  memset(out, 0, sizeof *out);
+  if (!label) label = "video VAE config";
+  if (!json_is_object(root)) return h3_fail(H3_ERR_FORMAT, "%s: not a JSON object", label);
+  if (classify(root) != CFG_DIFFUSERS)
+    return h3_fail(H3_ERR_FORMAT, "%s: not a diffusers video VAE config (AutoencoderKLMiniMaxH3)", label);
+  h3_vvae_config *c = out;
+  set_release_defaults(c);
+  declared d = {-1, -1, -1, -1, "latent_channels", "decoder_num_layers", "decoder_num_register_tokens",
+                "decoder_ffn_mult"};
+  float *mean = NULL, *std = NULL;
+  int have = 0;
+  h3_status s = read_diffusers_root(root, label, c, &d, &mean, &std, &have);
+  c->latents_mean = mean; /* read_diffusers_root filled absent statistics with 0 / 1 */
+  c->latents_std = std;
+  c->tiling = 1; /* diffusers: tiling on, 256 / 64 (instance defaults), as h3_vvae_open */
+  if (s == H3_OK) {
+    c->latent_channels = d.latent_channels;
+    c->num_layers = d.layers;
+    c->num_registers = d.registers;
+    c->dim = c->heads * c->head_dim;
+    c->ffn_inner = d.ffn_mult * c->dim;
+    if (c->heads < 1 || c->head_dim < 1 || c->num_layers < 1 || c->num_registers < 0 || d.ffn_mult < 1 ||
+        c->out_channels != 3)
+      s = h3_fail(H3_ERR_FORMAT,
+                  "%s: unsupported decoder sizes (heads %lld, head_dim %lld, layers %lld, registers %lld, ffn_mult "
+                  "%lld, out_channels %lld)",
+                  label, (long long)c->heads, (long long)c->head_dim, (long long)c->num_layers,
+                  (long long)c->num_registers, (long long)d.ffn_mult, (long long)c->out_channels);
+  }
+  if (s == H3_OK) s = derive_rope(c, label);
+  if (s != H3_OK) h3_vvae_config_free(c);
+  return s;
 }

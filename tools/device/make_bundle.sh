@@ -2,8 +2,9 @@
 # Build h3 with the CUDA backend (and without FFmpeg, whose libraries would not
 # fit the device tool's transfer limit) and pack the binaries plus the non-CUDA
 # shared libraries they need into .devbundle/bundle.tar.xz, for a run on the
-# GPU machine with tools/device/gpu_check.sh (carry [".devbundle"]) or
-# bench/run_gpu_bench.sh (carry [".devbundle", ".ref/diffusers/src"]).
+# GPU machine with tools/device/gpu_check.sh (carry [".devbundle"]),
+# bench/run_gpu_bench.sh or bench/run_vae_bench.sh (carry [".devbundle",
+# ".ref/diffusers/src"]).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=build-gpu
@@ -13,6 +14,7 @@ rm -rf .devbundle && mkdir -p .devbundle/stage/bin .devbundle/stage/lib
 bins=("$build/h3")
 for t in "$build"/tests/test_*; do [ -x "$t" ] && bins+=("$t"); done
 if [ -x "$build/bench/dit_bench" ]; then bins+=("$build/bench/dit_bench"); fi
+if [ -x "$build/bench/vae_bench" ]; then bins+=("$build/bench/vae_bench"); fi
 for b in "${bins[@]}"; do strip -o ".devbundle/stage/bin/$(basename "$b")" "$b"; done
 # shared libraries from this system, except the C library and CUDA's own (the GPU machine has those)
 ldd "${bins[@]}" | awk '/=> \//{print $3}' | sort -u |
