@@ -45,6 +45,7 @@
 #include "core/error.h"
 #include "model/dit.h"
 #include "model/dit_config.h"
+#include "model/dit_group.h"
 #include "model/dit_weights.h"
 #include "pipeline/layout.h"
 #include "pipeline/request.h"
@@ -302,10 +303,31 @@ typedef struct result {
   int n_times, from_warmup;
   int64_t nonfinite;
   double out_rms;
+  /* --gpus N > 1: the timed forwards above are the N-GPU group's; these are one GPU's */
+  int gpus;
+  double single_warmup_s, single_s, speedup, sp_rel_l2;
 } result;
 
+/* --gpus N: ranks 1..N-1 (rank 0 is the main backend and weights) */
+typedef struct sp_ranks {
+  int P;
+  h3_backend *be[64];
+  const h3_dit_weights *w[64];
+  h3_comm *comm[64];
+} sp_ranks;
+
+static double rel_l2(const float *a, const float *b, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double d = (double)a[i] - b[i];
+    num += d * d;
+    den += (double)b[i] * b[i];
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
 static h3_status bench_shape(h3_backend *be, const h3_dit_config *c, const h3_dit_weights *w, const shape *sh,
-                             int64_t L, int iters, double deadline, result *r) {
+                             int64_t L, int iters, double deadline, const sp_ranks *sp, result *r) {
   int64_t F;
   H3_TRY(h3_align_num_frames(sh->frames, &F));
   H3_TRY(h3_video_latent_frames(F, &r->T));
@@ -321,6 +343,9 @@ static h3_status bench_shape(h3_backend *be, const h3_dit_config *c, const h3_di
   int64_t *tags = NULL, *tidx = NULL;
   float *hs = NULL, *ahs = NULL, *ehs = NULL, *vout = NULL, *aout = NULL;
   h3_dit *m = NULL;
+  h3_dit *rank_dit[64] = {0};
+  h3_dit_group *grp = NULL;
+  float *v1 = NULL, *a1 = NULL;
 
   tags = malloc((size_t)(L ? L : 1) * sizeof *tags);
   if (!tags) return h3_fail(H3_ERR_NOMEM, "text tags");
@@ -374,11 +399,19 @@ static h3_status bench_shape(h3_backend *be, const h3_dit_config *c, const h3_di
   };
   s = h3_dit_create(be, w, H3_PRECISION_BF16, &m);
   if (s != H3_OK) goto done;
+  r->gpus = sp && sp->P > 1 ? sp->P : 1;
+  if (r->gpus > 1) {
+    rank_dit[0] = m;
+    for (int k = 1; k < sp->P && s == H3_OK; k++) s = h3_dit_create(sp->be[k], sp->w[k], H3_PRECISION_BF16, &rank_dit[k]);
+    if (s == H3_OK) s = h3_dit_group_create(sp->P, rank_dit, (h3_comm **)sp->comm, &grp);
+    if (s != H3_OK) goto done;
+  }
+#define FWD() (grp ? h3_dit_group_forward(grp, &in, vout, aout) : h3_dit_forward(m, &in, vout, aout))
   printf("  %s: S=%lld (video %lld, audio %lld, text %lld), K=%lld, %.3f PFLOP: warm-up...\n", r->name,
          (long long)r->S, (long long)r->Nv, (long long)r->Na, (long long)r->Nt, (long long)r->K, r->flops / 1e15);
   fflush(stdout);
   double t0 = now_s();
-  s = h3_dit_forward(m, &in, vout, aout);
+  s = FWD();
   r->warmup_s = now_s() - t0;
   if (s != H3_OK) goto done;
   int n = iters;
@@ -390,7 +423,7 @@ static h3_status bench_shape(h3_backend *be, const h3_dit_config *c, const h3_di
   if (n > 64) n = 64;
   for (int i = 0; i < n; i++) {
     t0 = now_s();
-    s = h3_dit_forward(m, &in, vout, aout);
+    s = FWD();
     r->times[i] = now_s() - t0;
     if (s != H3_OK) goto done;
     r->n_times = i + 1;
@@ -416,7 +449,34 @@ static h3_status bench_shape(h3_backend *be, const h3_dit_config *c, const h3_di
     else ss += (double)aout[i] * aout[i], cnt++;
   }
   r->out_rms = cnt ? sqrt(ss / (double)cnt) : 0.0;
+  if (grp) { /* the same forward on rank 0's GPU alone: speedup and agreement */
+    v1 = malloc((size_t)(r->Nv * P) * sizeof *v1 + 1);
+    a1 = malloc((size_t)(r->Na * A) * sizeof *a1 + 1);
+    if (!v1 || !a1) {
+      s = h3_fail(H3_ERR_NOMEM, "single-GPU outputs");
+      goto done;
+    }
+    printf("    one GPU: warm-up...\n");
+    t0 = now_s();
+    s = h3_dit_forward(m, &in, v1, a1);
+    r->single_warmup_s = now_s() - t0;
+    if (s != H3_OK) goto done;
+    t0 = now_s();
+    s = h3_dit_forward(m, &in, v1, a1);
+    r->single_s = now_s() - t0;
+    if (s != H3_OK) goto done;
+    r->speedup = r->single_s / r->median_s;
+    double ev = rel_l2(vout, v1, r->Nv * P), ea = rel_l2(aout, a1, r->Na * A);
+    r->sp_rel_l2 = ev > ea ? ev : ea;
+    printf("    one GPU: %.3f s; %d GPUs: %.3f s; speedup %.2fx; rel-L2 %d GPUs vs one: video %.2e audio %.2e\n",
+           r->single_s, r->gpus, r->median_s, r->speedup, r->gpus, ev, ea);
+  }
+#undef FWD
 done:
+  h3_dit_group_destroy(grp);
+  for (int k = 1; k < 64; k++) h3_dit_destroy(rank_dit[k]);
+  free(v1);
+  free(a1);
   h3_dit_destroy(m);
   h3_layout_free(&lay);
   free(tags);
@@ -490,6 +550,13 @@ static void write_json(const report *rp) {
     json_object_set_new(o, "floor_s", jnum(r->floor_s));
     json_object_set_new(o, "nonfinite_outputs", json_integer(r->nonfinite));
     json_object_set_new(o, "output_rms", jnum(r->out_rms));
+    json_object_set_new(o, "gpus", json_integer(r->gpus));
+    if (r->gpus > 1) {
+      json_object_set_new(o, "single_gpu_warmup_s", jnum(r->single_warmup_s));
+      json_object_set_new(o, "single_gpu_s", jnum(r->single_s));
+      json_object_set_new(o, "speedup", jnum(r->speedup));
+      json_object_set_new(o, "rel_l2_vs_single_gpu", jnum(r->sp_rel_l2));
+    }
     json_array_append_new(arr, o);
   }
   json_object_set_new(root, "shapes", arr);
@@ -520,7 +587,9 @@ static int parse_shapes(const char *s, shape *out, int cap) {
 static int usage(void) {
   fprintf(stderr,
           "usage: dit_bench [--device cuda|cuda:N|cpu] [--config release|tiny] [--shapes WxHxF,...]\n"
-          "                 [--text N] [--iters N] [--gemm N] [--budget-s S] [--dry-run] OUT.json\n");
+          "                 [--text N] [--iters N] [--gemm N] [--budget-s S] [--gpus N] [--dry-run] OUT.json\n"
+          "  --gpus N: time the N-GPU sequence-parallel forward (NCCL) and, on the first GPU alone,\n"
+          "            the single-GPU forward of the same shape; report the speedup and agreement\n");
   return 2;
 }
 
@@ -531,7 +600,7 @@ int main(int argc, char **argv) {
   int nshapes = 3, iters = 3;
   int64_t L = 256, gemm_n = 8192;
   double budget = 0;
-  int dry = 0;
+  int dry = 0, gpus = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -546,10 +615,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--gemm") && v) gemm_n = atoll(v), i++;
     else if (!strcmp(a, "--budget-s") && v) budget = atof(v), i++;
     else if (!strcmp(a, "--dry-run")) dry = 1;
+    else if (!strcmp(a, "--gpus") && v) gpus = atoi(v), i++;
     else if (a[0] != '-' && !json_path) json_path = a;
     else return usage();
   }
-  if (!json_path || L < 1 || iters < 0 || gemm_n < 0) return usage();
+  if (!json_path || L < 1 || iters < 0 || gemm_n < 0 || gpus < 1 || gpus > 64) return usage();
   if (strcmp(config, "release") && strcmp(config, "tiny")) return usage();
   const double deadline = budget > 0 ? t_start + budget : 0;
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -602,7 +672,7 @@ int main(int argc, char **argv) {
     printf("%-16s %7s %7s %6s %5s %2s %9s\n", "shape", "S", "video", "audio", "text", "K", "PFLOP");
     for (int i = 0; i < nshapes; i++) {
       result *r = &res[i];
-      if (bench_shape(be, &cfg, NULL, &shapes[i], L, 0, 0, r) != H3_OK) {
+      if (bench_shape(be, &cfg, NULL, &shapes[i], L, 0, 0, NULL, r) != H3_OK) {
         printf("%-16s error: %s\n", r->name, h3_last_error());
         continue;
       }
@@ -646,6 +716,45 @@ int main(int argc, char **argv) {
   }
   write_json(&rp);
 
+  /* 2b. --gpus N: backends, weights (the same seeds: identical values) and NCCL for ranks 1..N-1 */
+  sp_ranks sp = {.P = 1};
+  wpool wps[64];
+  memset(wps, 0, sizeof wps);
+  h3_dit_weights wr[64];
+  memset(wr, 0, sizeof wr);
+  if (s == H3_OK && gpus > 1) {
+#ifdef H3_HAVE_CUDA
+    const int d0 = h3_backend_cuda_device(be), ndev = h3_cuda_device_count();
+    int devs[64];
+    if (d0 < 0 || gpus > ndev) {
+      s = h3_fail(H3_ERR_INVALID, "--gpus %d: needs --device cuda and %d GPUs (%d visible)", gpus, gpus, ndev);
+    } else {
+      sp.be[0] = be;
+      sp.w[0] = &w;
+      devs[0] = d0;
+      for (int k = 1; k < gpus && s == H3_OK; k++) {
+        devs[k] = (d0 + k) % ndev;
+        s = h3_backend_cuda_create(devs[k], &sp.be[k]);
+        if (s != H3_OK) break;
+        sp.P = k + 1;
+        wps[k] = (wpool){.be = sp.be[k], .on_device = 1, .seed = 1};
+        s = make_weights(&wps[k], &cfg, &wr[k]);
+        sp.w[k] = &wr[k];
+      }
+      if (s == H3_OK) s = h3_comm_nccl_create(gpus, devs, sp.comm);
+      if (s == H3_OK) printf("sequence parallel over %d GPUs (NCCL), weights replicated\n", gpus);
+    }
+#else
+    s = h3_fail(H3_ERR_UNSUPPORTED, "--gpus needs the CUDA build");
+#endif
+    if (s != H3_OK) {
+      fprintf(stderr, "dit_bench: error: --gpus %d: %s\n", gpus, h3_last_error());
+      snprintf(rp.status, sizeof rp.status, "error: --gpus: %.400s", h3_last_error());
+      rc = 1;
+    }
+    write_json(&rp);
+  }
+
   /* 3. shapes */
   for (int i = 0; i < nshapes && s == H3_OK; i++) {
     result *r = &res[i];
@@ -655,7 +764,7 @@ int main(int argc, char **argv) {
       write_json(&rp);
       continue;
     }
-    h3_status ss = bench_shape(be, &cfg, &w, &shapes[i], L, iters, deadline, r);
+    h3_status ss = bench_shape(be, &cfg, &w, &shapes[i], L, iters, deadline, &sp, r);
     if (ss == H3_OK) {
       snprintf(r->status, sizeof r->status, "ok");
       if (rp.gemm_tflops > 0) r->floor_s = r->flops / (rp.gemm_tflops * 1e12);
@@ -682,6 +791,12 @@ int main(int argc, char **argv) {
   }
   if (rp.gemm_tflops > 0) printf("floor = FLOPs at the measured linear rate, %.1f TFLOP/s\n", rp.gemm_tflops);
 
+  for (int k = 0; k < gpus && k < 64; k++) h3_comm_destroy(sp.comm[k]);
+  for (int k = 1; k < sp.P; k++) {
+    wpool_free(&wps[k]);
+    free_weight_tables(&wr[k]);
+    h3_backend_destroy(sp.be[k]);
+  }
   wpool_free(&wp);
   free_weight_tables(&w);
   h3_backend_destroy(be);

@@ -7,6 +7,9 @@
  *
  *   all_to_all(send, recv, bytes): send holds size blocks of `bytes`, block j
  *     goes to rank j; recv receives size blocks, block i from rank i.
+ *   all_to_all_peers: the same without the rank's own block (recv block
+ *     `rank` is left as it is: the caller keeps its own share elsewhere, which
+ *     saves a copy of 1/size of the data).
  *   all_gather(send, recv, bytes): send is one block; recv gets size blocks,
  *     block i from rank i (recv block `rank` = own send).
  *   broadcast(buf, bytes, root): root's buf is copied into every rank's buf.
@@ -33,6 +36,7 @@
 #ifndef H3_CORE_COMM_H
 #define H3_CORE_COMM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/error.h"
@@ -40,7 +44,7 @@
 typedef struct h3_comm h3_comm;
 
 typedef struct h3_comm_ops {
-  h3_status (*all_to_all)(h3_comm *c, const void *send, void *recv, size_t bytes, void *stream);
+  h3_status (*all_to_all)(h3_comm *c, const void *send, void *recv, size_t bytes, bool skip_self, void *stream);
   h3_status (*all_gather)(h3_comm *c, const void *send, void *recv, size_t bytes, void *stream);
   h3_status (*broadcast)(h3_comm *c, void *buf, size_t bytes, int root, void *stream);
   h3_status (*barrier)(h3_comm *c, void *stream);
@@ -56,6 +60,7 @@ struct h3_comm {
 static inline int h3_comm_rank(const h3_comm *c) { return c ? c->rank : 0; }
 static inline int h3_comm_size(const h3_comm *c) { return c ? c->size : 1; }
 h3_status h3_comm_all_to_all(h3_comm *c, const void *send, void *recv, size_t bytes, void *stream);
+h3_status h3_comm_all_to_all_peers(h3_comm *c, const void *send, void *recv, size_t bytes, void *stream);
 h3_status h3_comm_all_gather(h3_comm *c, const void *send, void *recv, size_t bytes, void *stream);
 h3_status h3_comm_broadcast(h3_comm *c, void *buf, size_t bytes, int root, void *stream);
 h3_status h3_comm_barrier(h3_comm *c, void *stream);

@@ -56,12 +56,13 @@ static h3_status publish(h3_comm *c, const void *send, void *recv, size_t bytes,
   return H3_OK;
 }
 
-static h3_status local_all_to_all(h3_comm *c, const void *send, void *recv, size_t bytes, void *stream) {
+static h3_status local_all_to_all(h3_comm *c, const void *send, void *recv, size_t bytes, bool skip_self,
+                                  void *stream) {
   (void)stream;
   local_group *g = c->impl;
   H3_TRY(publish(c, send, recv, bytes, 0, "all_to_all"));
   for (int i = 0; i < g->size; i++)
-    if (bytes)
+    if (bytes && !(skip_self && i == c->rank))
       memcpy((char *)recv + (size_t)i * bytes, (const char *)g->send[i] + (size_t)c->rank * bytes, bytes);
   group_barrier(g);
   return H3_OK;
@@ -157,7 +158,11 @@ h3_status h3_comm_local_create(int size, h3_comm **out) {
 
 h3_status h3_comm_all_to_all(h3_comm *c, const void *send, void *recv, size_t bytes, void *stream) {
   if (!c) return h3_fail(H3_ERR_INVALID, "all_to_all: no communicator");
-  return c->ops->all_to_all(c, send, recv, bytes, stream);
+  return c->ops->all_to_all(c, send, recv, bytes, false, stream);
+}
+h3_status h3_comm_all_to_all_peers(h3_comm *c, const void *send, void *recv, size_t bytes, void *stream) {
+  if (!c) return h3_fail(H3_ERR_INVALID, "all_to_all: no communicator");
+  return c->ops->all_to_all(c, send, recv, bytes, true, stream);
 }
 h3_status h3_comm_all_gather(h3_comm *c, const void *send, void *recv, size_t bytes, void *stream) {
   if (!c) return h3_fail(H3_ERR_INVALID, "all_gather: no communicator");

@@ -83,6 +83,30 @@ static int qkv_segments(const h3_qkv_layout *lay, bool interleaved, int h0, int 
   return n;
 }
 
+/* Columns [src, src+len) of the logical QKV projection of h written to dst's columns
+ * [dcol, dcol+len): a GEMM against those weight rows (split where the separate q/k/v
+ * weights of the diffusers naming meet, every I columns). */
+static h3_status qkv_proj_cols(h3_dit *m, const h3_dit_block_weights *bw, const h3_tensor *h, int64_t I, int64_t src,
+                               int64_t len, h3_tensor *dst, int64_t dcol) {
+  while (len > 0) {
+    const h3_tensor *w = &bw->qkv[0];
+    int64_t row = src, n = len;
+    if (bw->n_qkv != 1) {
+      const int64_t part = src / I;
+      w = &bw->qkv[part];
+      row = src - part * I;
+      if (row + n > I) n = I - row;
+    }
+    h3_tensor ws = h3_tensor_narrow(w, 0, row, n), y = cols_of(dst, dcol, n);
+    H3_TRY(OPS->linear(m->be, h, &ws, NULL, &y));
+    src += n, dcol += n, len -= n;
+  }
+  return H3_OK;
+}
+
+/* parts of the block timed under H3_SP_TIMING */
+enum { SPT_QKV, SPT_A2A_QKV, SPT_ATTN, SPT_A2A_O, SPT_UNPACK_OUT, SPT_REST, SPT_N };
+
 typedef struct sp_ctx {
   h3_comm *comm;
   int P, rank, H, hmax;
@@ -91,7 +115,23 @@ typedef struct sp_ctx {
   size_t es;
   h3_tensor qsend, qrecv, ofull, orecv; /* [P*Sl, hmax*3D] x2, [P*Sl, hmax*D] x2 */
   seg *segs;                            /* 3*hmax */
+  /* H3_SP_TIMING=1: device time per part of the block (each mark syncs the stream) */
+  bool timing;
+  void *timer;
+  double ms[SPT_N];
 } sp_ctx;
+
+static const char *const spt_names[SPT_N] = {"qkv proj (into blocks)+norm+rope", "all-to-all qkv", "attention",
+                                             "all-to-all o", "unpack+out_proj", "rest (norms, MLP, residuals)"};
+
+/* Ends the running mark (its time goes to part `done`) and starts the next. */
+static void sp_tick(h3_dit *m, sp_ctx *X, int done) {
+  if (!X->timing || !OPS->timer_start || !OPS->timer_stop) return;
+  double ms = 0;
+  if (X->timer && OPS->timer_stop(m->be, X->timer, &ms) == H3_OK) X->ms[done] += ms;
+  X->timer = NULL;
+  if (OPS->timer_start(m->be, &X->timer) != H3_OK) X->timer = NULL;
+}
 
 static h3_tensor block_of(const h3_tensor *t, int64_t j, int64_t Sl) {
   return h3_tensor_narrow(t, 0, j * Sl, Sl);
@@ -108,21 +148,26 @@ static h3_status sp_attn_sublayer(h3_dit *m, sp_ctx *X, const h3_dit_block_weigh
                    "(expected %d, %d, non-causal)", lay->heads, h3_qkv_kv_heads(lay), lay->causal ? ", causal" : "",
                    X->H, X->H);
   const bool inter = lay->k_off == lay->q_off + D && lay->v_off == lay->q_off + 2 * D && lay->head_stride == 3 * D;
-  h3_tensor qkv = cols_of(&sc->wide, 0, 3 * I);
-  qkv = rows_of(&qkv, Sl);
-  H3_TRY(h3_dit_qkv_proj(m, bw, h, &qkv));
-  H3_TRY(OPS->qk_norm_rope(m->be, &qkv, lay, &bw->q_norm, &bw->k_norm, (float)c->qk_norm_eps, cos, sin));
-  /* pack: block j = my Sl rows x rank j's heads */
+  /* The QKV projection straight into the all-to-all blocks: block j = my Sl rows x rank j's
+   * heads, each column run a GEMM against the matching weight rows (no packing copy); my own
+   * block goes into its place in qrecv, so the all-to-all moves only the peers' blocks.  Then
+   * q/k-norm + RoPE per block (per head, so the same as on the whole row). */
+  const h3_qkv_layout blay = {.heads = 0, .head_dim = (int)D, .q_off = 0, .k_off = inter ? D : (int64_t)X->hmax * D,
+                              .v_off = inter ? 2 * D : 2 * (int64_t)X->hmax * D, .head_stride = inter ? 3 * D : D};
   for (int j = 0; j < X->P; j++) {
-    h3_tensor blk = block_of(&X->qsend, j, Sl);
-    int n = qkv_segments(lay, inter, head0_of(X->H, X->P, j), heads_of(X->H, X->P, j), X->hmax, X->segs);
-    for (int k = 0; k < n; k++) {
-      h3_tensor s = cols_of(&qkv, X->segs[k].src, X->segs[k].len), d = cols_of(&blk, X->segs[k].dst, X->segs[k].len);
-      H3_TRY(copy_act(m, &s, &d));
-    }
+    const int nj = heads_of(X->H, X->P, j);
+    if (nj == 0) continue;
+    h3_tensor blk = block_of(j == X->rank ? &X->qrecv : &X->qsend, j, Sl);
+    int n = qkv_segments(lay, inter, head0_of(X->H, X->P, j), nj, X->hmax, X->segs);
+    for (int k = 0; k < n; k++) H3_TRY(qkv_proj_cols(m, bw, h, I, X->segs[k].src, X->segs[k].len, &blk, X->segs[k].dst));
+    h3_qkv_layout bl = blay;
+    bl.heads = nj;
+    H3_TRY(OPS->qk_norm_rope(m->be, &blk, &bl, &bw->q_norm, &bw->k_norm, (float)c->qk_norm_eps, cos, sin));
   }
+  sp_tick(m, X, SPT_QKV);
   const size_t qbytes = (size_t)(Sl * X->hmax * 3 * D) * X->es;
-  H3_TRY(h3_comm_all_to_all(X->comm, X->qsend.data, X->qrecv.data, qbytes, NULL));
+  H3_TRY(h3_comm_all_to_all_peers(X->comm, X->qsend.data, X->qrecv.data, qbytes, h3_backend_stream(m->be)));
+  sp_tick(m, X, SPT_A2A_QKV);
   /* attention over the S real rows, my heads */
   const int nh = heads_of(X->H, X->P, X->rank);
   if (nh > 0) {
@@ -135,20 +180,24 @@ static h3_status sp_attn_sublayer(h3_dit *m, sp_ctx *X, const h3_dit_block_weigh
     o = cols_of(&o, 0, nh * D);
     H3_TRY(OPS->attention(m->be, &q, &g, (float)(1.0 / sqrt((double)c->head_dim)), &o));
   }
+  sp_tick(m, X, SPT_ATTN);
   const size_t obytes = (size_t)(Sl * X->hmax * D) * X->es;
-  H3_TRY(h3_comm_all_to_all(X->comm, X->ofull.data, X->orecv.data, obytes, NULL));
+  H3_TRY(h3_comm_all_to_all_peers(X->comm, X->ofull.data, X->orecv.data, obytes, h3_backend_stream(m->be)));
+  sp_tick(m, X, SPT_A2A_O);
   /* unpack: block j = my Sl rows x rank j's heads, into concat_heads order */
   h3_tensor o = rows_of(&sc->mid, Sl);
   o = cols_of(&o, 0, I);
   for (int j = 0; j < X->P; j++) {
     const int nj = heads_of(X->H, X->P, j);
     if (nj == 0) continue;
-    h3_tensor blk = block_of(&X->orecv, j, Sl);
+    h3_tensor blk = block_of(j == X->rank ? &X->ofull : &X->orecv, j, Sl); /* own rows never left */
     h3_tensor s = cols_of(&blk, 0, nj * D), d = cols_of(&o, head0_of(X->H, X->P, j) * D, nj * D);
     H3_TRY(copy_act(m, &s, &d));
   }
   h3_tensor y = rows_of(&sc->y, Sl);
-  return OPS->linear(m->be, &o, &bw->out_proj, NULL, &y);
+  H3_TRY(OPS->linear(m->be, &o, &bw->out_proj, NULL, &y));
+  sp_tick(m, X, SPT_UNPACK_OUT);
+  return H3_OK;
 }
 
 /* Local rows of one input set: sel[k] = input row i, loc[k] = sequence row - row0, for rows in the shard. */
@@ -196,7 +245,7 @@ h3_status h3_dit_forward_sp(h3_dit *m, h3_comm *comm, const h3_dit_inputs *in, f
   const h3_dit_weights *w = m->w;
   const h3_dit_config *c = &w->cfg;
   if (!comm) return h3_fail(H3_ERR_INVALID, "sequence-parallel DiT forward without a communicator");
-  H3_TRY(h3_dit_check_inputs(c, in));
+  H3_TRY(h3_dit_check_inputs_m(m, in));
   const int P = h3_comm_size(comm), rank = h3_comm_rank(comm);
   const int64_t S = in->seq_len, Nv = in->n_video, Na = in->n_audio, Nt = in->n_text, K = in->n_timesteps;
   const int64_t H = c->hidden, Pd = h3_dit_patch_dim(c), A = c->audio_in_channels, R = h3_dit_rot_dim(c);
@@ -233,6 +282,10 @@ h3_status h3_dit_forward_sp(h3_dit *m, h3_comm *comm, const h3_dit_inputs *in, f
 
   sp_ctx X = {.comm = comm, .P = P, .rank = rank, .H = Hh, .hmax = hmax, .S = S, .Sl = Sl, .act = act,
               .es = h3_dtype_size(act), .segs = segs};
+  {
+    const char *e = getenv("H3_SP_TIMING");
+    X.timing = e && *e && strcmp(e, "0") != 0;
+  }
   h3_tensor x, t2, cosT, sinT, idx_ada, idx_t, vloc_t, aloc_t, xsel_t, xloc_t, vidx, aidx;
   h3_tensor vin, ain, tin, vout, aout, stage, vsend, vrecv, vfull, asend, arecv, afull;
   h3_dit_scratch sc;
@@ -281,14 +334,6 @@ h3_status h3_dit_forward_sp(h3_dit *m, h3_comm *comm, const h3_dit_inputs *in, f
   /* uploads */
   T_(upload_rows(m, &vin, in->hidden_states, Pd, vsel, nv));
   T_(upload_rows(m, &ain, in->audio_hidden_states, A, asel, na));
-  T_(h3_dit_upload_f32(m, &tin, in->encoder_hidden_states));
-  h3_tensor tin_act = tin;
-  if (!f32_act) {
-    tin_act = h3_tensor_2d(stage.data, act, Nt, c->text_dim);
-    T_(OPS->copy_convert(m->be, &tin, &tin_act));
-  } else {
-    T_(h3_dit_cast_bf16(m, &tin));
-  }
   T_(h3_dit_upload_i32(m, &idx_ada, tsi, Sl, 3, tags)); /* row 3m + tag */
   T_(h3_dit_upload_i32(m, &idx_t, tsi, Sl, 1, NULL));
   T_(h3_dit_upload_i32(m, &vloc_t, vloc, nv, 1, NULL));
@@ -304,9 +349,9 @@ h3_status h3_dit_forward_sp(h3_dit *m, h3_comm *comm, const h3_dit_inputs *in, f
     T_(h3_dit_upload_f32(m, &sinT, cb + Sl * R));
   }
 
-  /* 1. text stream (every rank, all Nt rows) -> this shard's text rows */
-  h3_tensor tt = rows_of(&t2, Nt);
-  T_(h3_dit_text_path(m, &tin_act, &tt, &sc));
+  /* 1. text stream (every rank, all Nt rows; the request cache's when it holds them) -> this shard's text rows */
+  h3_tensor tt;
+  T_(h3_dit_text_rows(m, in, &tin, &stage, &t2, &sc, &tt));
   T_(OPS->zero(m->be, &x));
   if (nt > 0) {
     h3_tensor sel = rows_of(&sc.h, nt);
@@ -341,6 +386,7 @@ h3_status h3_dit_forward_sp(h3_dit *m, h3_comm *comm, const h3_dit_inputs *in, f
       T_(h3_dit_adaln(m, &u, &u_act, &stage, &bw->ada_w, &bw->ada_b, &tab));
       h3_tensor tab6 = h3_tensor_2d(tab.data, act, 3 * K, 6 * H);
       T_(OPS->rmsnorm_modulate(m->be, &x, &bw->norm1, (float)c->norm_eps, &tab6, &idx_ada, 0, H, &hS));
+      sp_tick(m, &X, SPT_REST);
       T_(sp_attn_sublayer(m, &X, bw, &hS, &cosT, &sinT, &sc));
       T_(OPS->gated_residual(m->be, &x, &yS, &tab6, &idx_ada, 2 * H));
       T_(OPS->rmsnorm_modulate(m->be, &x, &bw->norm2, (float)c->norm_eps, &tab6, &idx_ada, 3 * H, 4 * H, &hS));
@@ -348,6 +394,12 @@ h3_status h3_dit_forward_sp(h3_dit *m, h3_comm *comm, const h3_dit_inputs *in, f
       T_(OPS->gated_residual(m->be, &x, &yS, &tab6, &idx_ada, 5 * H));
     }
 
+    sp_tick(m, &X, SPT_REST);
+    if (X.timer) { /* the mark started by the last tick measures nothing */
+      double ms;
+      (void)OPS->timer_stop(m->be, X.timer, &ms);
+      X.timer = NULL;
+    }
     /* 5. final norm and the fp32 heads on this shard's rows; gathered, rank 0 selects */
     T_(h3_dit_adaln(m, &u, &u_act, &stage, &w->final_ada_w, &w->final_ada_b, &ftab));
     T_(OPS->rmsnorm_modulate(m->be, &x, &w->final_norm, (float)c->final_norm_eps, &ftab, &idx_t, 0, H, &hS));
@@ -361,7 +413,7 @@ h3_status h3_dit_forward_sp(h3_dit *m, h3_comm *comm, const h3_dit_inputs *in, f
       T_(h3_dit_linear_f32(m, f32_act ? &g : &g32, &w->video_out_w, &w->video_out_b, &vout));
       T_(OPS->scatter_rows(m->be, &vsend, &vloc_t, &vout));
     }
-    T_(h3_comm_all_gather(comm, vsend.data, vrecv.data, (size_t)(Sl * Pd) * sizeof(float), NULL));
+    T_(h3_comm_all_gather(comm, vsend.data, vrecv.data, (size_t)(Sl * Pd) * sizeof(float), h3_backend_stream(m->be)));
     if (rank == 0 && video_out) {
       T_(OPS->gather_rows(m->be, &vfull, &vrecv, &vidx));
       T_(OPS->download(m->be, video_out, vfull.data, h3_tensor_nbytes(&vfull)));
@@ -376,17 +428,28 @@ h3_status h3_dit_forward_sp(h3_dit *m, h3_comm *comm, const h3_dit_inputs *in, f
       T_(h3_dit_linear_f32(m, f32_act ? &g : &g32, &w->audio_out_w, &w->audio_out_b, &aout));
       T_(OPS->scatter_rows(m->be, &asend, &aloc_t, &aout));
     }
-    T_(h3_comm_all_gather(comm, asend.data, arecv.data, (size_t)(Sl * A) * sizeof(float), NULL));
+    T_(h3_comm_all_gather(comm, asend.data, arecv.data, (size_t)(Sl * A) * sizeof(float), h3_backend_stream(m->be)));
     if (rank == 0 && audio_out) {
       T_(OPS->gather_rows(m->be, &afull, &arecv, &aidx));
       T_(OPS->download(m->be, audio_out, afull.data, h3_tensor_nbytes(&afull)));
     }
   }
   T_(OPS->sync(m->be));
+  if (X.timing) {
+    double tot = 0;
+    for (int k = 0; k < SPT_N; k++) tot += X.ms[k];
+    for (int k = 0; k < SPT_N; k++)
+      H3_LOGI("SP timing rank %d/%d: %-28s %9.1f ms (%4.1f%%)", rank, P, spt_names[k], X.ms[k],
+              tot > 0 ? 100 * X.ms[k] / tot : 0.0);
+  }
   H3_LOGD("DiT forward (sequence parallel, rank %d of %d): S=%lld, shard %lld rows, %d heads, arena peak %zu bytes",
           rank, P, (long long)S, (long long)Sl, heads_of(Hh, P, rank), m->arena.peak);
 #undef T_
 out:
+  if (X.timer) {
+    double ms;
+    (void)OPS->timer_stop(m->be, X.timer, &ms);
+  }
   free(ibuf);
   free(pos);
   free(segs);

@@ -14,6 +14,7 @@
 #include "core/comm.h"
 #include "io/st_read.h"
 #include "model/dit.h"
+#include "model/dit_group.h"
 #include "testutil.h"
 
 #define MAXP 8
@@ -36,6 +37,11 @@ static void *comm_rank(void *arg) {
     ok &= h3_comm_all_to_all(j->c, send, recv, 3 * sizeof(int), NULL) == H3_OK;
     for (int s = 0; s < P; s++)
       for (int k = 0; k < 3; k++) ok &= recv[s * 3 + k] == round * 10000 + s * 100 + r * 10 + k;
+    /* peers only: the own block of recv stays as it was */
+    for (int k = 0; k < MAXP * 3; k++) recv[k] = -1;
+    ok &= h3_comm_all_to_all_peers(j->c, send, recv, 3 * sizeof(int), NULL) == H3_OK;
+    for (int s = 0; s < P; s++)
+      for (int k = 0; k < 3; k++) ok &= recv[s * 3 + k] == (s == r ? -1 : round * 10000 + s * 100 + r * 10 + k);
     int mine[2] = {r, round}, all[MAXP * 2];
     ok &= h3_comm_all_gather(j->c, mine, all, sizeof mine, NULL) == H3_OK;
     for (int s = 0; s < P; s++) ok &= all[2 * s] == s && all[2 * s + 1] == round;
@@ -130,11 +136,36 @@ static h3_status run_sp(const h3_dit_weights *w, h3_precision pr, const h3_dit_i
   return st;
 }
 
+/* P ranks through h3_dit_group_open over m0 (CUDA backend: one GPU per rank and
+ * NCCL; CPU: single-threaded CPU ranks and the in-process communicator). */
+static h3_status run_group(h3_dit *m0, const h3_dit_inputs *in, int P, result *o) {
+  h3_dit_group *g = NULL;
+  h3_status st = h3_dit_group_open(m0, P, &g);
+  if (st == H3_OK) st = h3_dit_group_forward(g, in, o->v, o->a);
+  /* twice: the persistent rank threads serve a second forward */
+  if (st == H3_OK) st = h3_dit_group_forward(g, in, o->v, o->a);
+  h3_dit_group_destroy(g);
+  return st;
+}
+
 static void alloc_result(const h3_dit_config *cfg, const h3_dit_inputs *in, result *o) {
   o->nv = in->n_video * h3_dit_patch_dim(cfg);
   o->na = in->n_audio * cfg->audio_in_channels;
   o->v = calloc((size_t)o->nv + 1, sizeof(float));
   o->a = calloc((size_t)o->na + 1, sizeof(float));
+}
+
+/* Largest group the test runs on this backend: every CUDA device (at most 4),
+ * or 3 CPU ranks. */
+static int group_ranks_max(h3_backend *be) {
+#ifdef H3_HAVE_CUDA
+  if (h3_backend_cuda_device(be) >= 0) {
+    int n = h3_cuda_device_count();
+    return n > 4 ? 4 : n;
+  }
+#endif
+  (void)be;
+  return 3;
 }
 
 static void test_case(h3_backend *be, h3_dit_weights *w, const char *conv, const char *dir, const char *cas) {
@@ -179,6 +210,31 @@ static void test_case(h3_backend *be, h3_dit_weights *w, const char *conv, const
       CHECK_MSG(dr <= 1e-5, "%s %s P=%d vs diffusers %.3e", conv, cas, P, dr);
     }
     free(o.v), free(o.a);
+  }
+  /* the group runner on the test backend (several GPUs under H3_TEST_DEVICE=cuda) */
+  {
+    const int ndev = group_ranks_max(be);
+    for (int P = 2; P <= ndev; P++) {
+      for (int pr = 0; pr < 2; pr++) {
+        result o, b;
+        alloc_result(&w->cfg, &in, &o);
+        alloc_result(&w->cfg, &in, &b);
+        h3_dit_set_precision(m, pr ? H3_PRECISION_BF16 : H3_PRECISION_F32);
+        st = h3_dit_forward(m, &in, b.v, b.a);
+        if (st == H3_OK) st = run_group(m, &in, P, &o);
+        CHECK_MSG(st == H3_OK, "%s %s group P=%d: %s", conv, cas, P, h3_last_error());
+        if (st == H3_OK) {
+          double d1 = rel2(&o, b.v, b.a), dr = rel2(&o, rv, ra);
+          printf("%s %-9s %-9s S=%-4lld group P=%d %s  rel-L2 vs h3_dit_forward %.2e  vs diffusers f32 %.2e\n",
+                 be->name, cas, conv, (long long)in.seq_len, P, pr ? "bf16" : "f32 ", d1, dr);
+          CHECK_MSG(d1 <= (pr ? 1e-2 : 1e-6), "%s %s group P=%d %s vs h3_dit_forward %.3e", conv, cas, P,
+                    pr ? "bf16" : "f32", d1);
+          CHECK_MSG(dr <= (pr ? 2e-2 : 1e-5), "%s %s group P=%d vs diffusers %.3e", conv, cas, P, dr);
+        }
+        free(o.v), free(o.a), free(b.v), free(b.a);
+      }
+    }
+    h3_dit_set_precision(m, H3_PRECISION_F32);
   }
   /* the released mixed precision on one case: same as one device */
   if (!strcmp(cas, "fl2va")) {
@@ -237,7 +293,7 @@ static void test_case(h3_backend *be, h3_dit_weights *w, const char *conv, const
 int main(void) {
   test_comm();
   h3_backend *be = NULL;
-  CHECK(h3_backend_cpu_create(&be) == H3_OK);
+  CHECK(h3t_backend(&be) == H3_OK);
   if (!be) return h3t_finish();
   char dir[1024], path[1400];
   snprintf(dir, sizeof dir, "%s/tests/golden/dit/tiny", h3t_source_dir());
