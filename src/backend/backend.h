@@ -43,6 +43,15 @@ static inline int h3_qkv_kv_heads(const h3_qkv_layout *lay) { return lay->kv_hea
 /* Heads in range of a [*, cols] fused QKV buffer, k/v sharing valid, no two heads overlapping. */
 h3_status h3_qkv_layout_check(const h3_qkv_layout *lay, int64_t cols, const char *op);
 
+/* Device memory figures of a backend (bytes). */
+typedef struct h3_backend_mem {
+  size_t device_total; /* the device's memory */
+  size_t device_used;  /* in use on the device now, by every process (total - free) */
+  size_t alloc_now;    /* held by this backend's own allocations (activations, scratch, weight copies) */
+  size_t alloc_peak;   /* high-water of alloc_now since creation or the last reset */
+  size_t weights;      /* of which device copies of host weights */
+} h3_backend_mem;
+
 typedef struct h3_backend_ops {
   /* memory */
   h3_status (*alloc)(h3_backend *be, size_t bytes, void **out);
@@ -50,6 +59,10 @@ typedef struct h3_backend_ops {
   h3_status (*upload)(h3_backend *be, void *dst, const void *src, size_t bytes);
   h3_status (*download)(h3_backend *be, void *dst, const void *src, size_t bytes);
   h3_status (*sync)(h3_backend *be);
+  /* The backend's native queue that its ops are ordered on (cudaStream_t for
+   * CUDA), handed to communicators so collectives run in op order; NULL for a
+   * backend whose ops complete on return (CPU).  May be NULL itself. */
+  void *(*stream)(h3_backend *be);
 
   /* y[M,N] = x[M,K] W[N,K]^T (+ bias[N]).  y may be a column slice of a wider buffer. */
   h3_status (*linear)(h3_backend *be, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias, h3_tensor *y);
@@ -100,6 +113,18 @@ typedef struct h3_backend_ops {
   h3_status (*zero)(h3_backend *be, h3_tensor *x);
 
   void (*destroy)(h3_backend *be);
+
+  /* Optional instrumentation (NULL: not available; the CPU backend has none).
+   * timer_start records a start mark on the backend's queue and returns a
+   * handle; timer_stop records the end mark, waits for it, stores the device
+   * time between the two in milliseconds and frees the handle (also on error). */
+  h3_status (*timer_start)(h3_backend *be, void **timer);
+  h3_status (*timer_stop)(h3_backend *be, void *timer, double *ms);
+  /* Device memory now; reset_peak: afterwards the backend's own high-water
+   * restarts from its current allocation. */
+  h3_status (*mem_stats)(h3_backend *be, bool reset_peak, struct h3_backend_mem *out);
+  /* Optional: drop the device copies of host weights (made again on next use). */
+  void (*release_weights)(h3_backend *be);
 
   /* video VAE */
   /* y = (x - mean(x)) / sqrt(var(x) + eps) * w + b per row (biased variance);
@@ -162,6 +187,10 @@ struct h3_backend {
   const h3_backend_ops *ops;
   h3_dtype act_dtype;
   bool emulate_bf16;
+  /* CUDA: a linear with BF16 activations and F32 host weights runs as a bf16
+   * GEMM on a cached bf16 copy of the weight (the half-precision decode of
+   * the VAEs; the release decodes them under autocast).  Off: an f32 GEMM. */
+  bool narrow_weights;
   void *impl;
 };
 
@@ -174,6 +203,10 @@ h3_status h3_backend_cpu_create(h3_backend **out);
 struct h3_threadpool;
 h3_status h3_backend_cpu_create_pool(struct h3_threadpool *pool, h3_backend **out);
 void h3_backend_destroy(h3_backend *be);
+/* be->ops->stream(be), or NULL where the backend has none. */
+static inline void *h3_backend_stream(h3_backend *be) {
+  return be && be->ops->stream ? be->ops->stream(be) : NULL;
+}
 
 #ifdef H3_HAVE_CUDA
 /* Number of CUDA devices usable by the runtime (0 when none or no driver). */
@@ -184,6 +217,16 @@ int h3_cuda_device_count(void);
  * mmapped checkpoint): each is uploaded once, on first use, and kept until
  * destroy, so that host memory must not change meanwhile. */
 h3_status h3_backend_cuda_create(int device, h3_backend **out);
+/* The CUDA device of a CUDA backend; -1 for any other backend. */
+int h3_backend_cuda_device(const h3_backend *be);
+/* An NCCL group of `size` ranks, rank i on CUDA device devices[i], for one
+ * thread per rank in this process (src/backend/cuda/comm_nccl.c).  NCCL is
+ * loaded at run time (libnccl.so.2 or $H3_NCCL_LIBRARY).  Fills out[0..size-1];
+ * each handle is destroyed by h3_comm_destroy.  Buffers passed to its
+ * collectives are device memory of the rank's GPU; the stream argument is the
+ * rank's backend stream (h3_backend_stream). */
+struct h3_comm;
+h3_status h3_comm_nccl_create(int size, const int *devices, struct h3_comm **out);
 #endif
 
 #endif

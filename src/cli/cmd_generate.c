@@ -17,6 +17,7 @@
 #include "media/png_frames.h"
 #include "media/wav_writer.h"
 #include "pipeline/generate.h"
+#include "pipeline/profile.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -31,7 +32,9 @@ static void usage(FILE *f) {
           "  --text-states FILE      use precomputed text states (safetensors: encoder_hidden_states\n"
           "                          [1, L, text_dim], optional text_token_tags [L]) instead of encoding\n"
           "output:\n"
-          "  -o, --output PATH       MP4 path (default outputs/<date>_<time>-<prompt>.mp4)\n"
+          "  -o, --output PATH       MP4 path (default outputs/<date>_<time>-<prompt>.mp4); a path ending\n"
+          "                          in .safetensors gets the raw clip instead (frames [F, H, W, 3] and\n"
+          "                          audio [2, samples], f32; works in builds without FFmpeg)\n"
           "  --frames N | --seconds S   clip length (snapped up to 17n+5 frames; 5-15 s; default 124)\n"
           "  --width W --height H | --size WxH | --size N   canvas in pixels (multiples of 32;\n"
           "                          default: short edge 768, 16:9; N = square)\n"
@@ -47,9 +50,12 @@ static void usage(FILE *f) {
           "  --device cpu|cuda[:N]   compute device (default: cuda when present, else cpu)\n"
           "  --precision f32|bf16    numerics: f32 exact, bf16 the released mixed precision\n"
           "                          (default: f32 on the CPU, bf16 on CUDA)\n"
+          "  --gpus N                run the DiT sequence-parallel on N GPUs (the --device GPU\n"
+          "                          and the next N-1; NCCL; default 1)\n"
           "  --threads N             CPU threads\n"
           "display:\n"
           "  --plain                 plain progress lines even on a terminal\n"
+          "  --profile               per-phase table: wall time, GPU time, device memory, host RSS\n"
           "  -q, --quiet / -v, --verbose\n");
 }
 
@@ -89,6 +95,7 @@ int h3_cmd_generate(int argc, char **argv) {
   const char *width = NULL, *height = NULL, *size = NULL, *steps = NULL, *seed_s = NULL, *crf = NULL;
   const char *no_audio = NULL, *frames_dir = NULL, *wav = NULL, *latents_out = NULL, *model = NULL;
   const char *prec = NULL, *device = NULL, *threads = NULL, *plain = NULL, *quiet = NULL, *verbose = NULL;
+  const char *gpus = NULL, *profile = NULL;
   const h3_opt opts[] = {
       {"--prompt", "-p", true, &prompt},        {"--file", "-f", true, &file},
       {"--text-states", NULL, true, &text_states}, {"--output", "-o", true, &outp},
@@ -100,7 +107,8 @@ int h3_cmd_generate(int argc, char **argv) {
       {"--wav", NULL, true, &wav},              {"--latents-out", NULL, true, &latents_out},
       {"--model", "-m", true, &model},          {"--precision", NULL, true, &prec},
       {"--threads", NULL, true, &threads},      {"--plain", NULL, false, &plain},
-      {"--device", NULL, true, &device},
+      {"--device", NULL, true, &device},        {"--gpus", NULL, true, &gpus},
+      {"--profile", NULL, false, &profile},
       {"--quiet", "-q", false, &quiet},         {"--verbose", "-v", false, &verbose},
   };
   int rc = h3_parse_opts(argc, argv, opts, (int)(sizeof opts / sizeof *opts), NULL, 0, NULL);
@@ -159,6 +167,8 @@ int h3_cmd_generate(int argc, char **argv) {
   h3_precision pr = H3_PRECISION_F32;
   if (prec && !strcmp(prec, "bf16")) pr = H3_PRECISION_BF16;
   else if (prec && strcmp(prec, "f32")) return h3_cli_usage_error("--precision must be f32 or bf16");
+  int64_t n_gpus = 1;
+  if (gpus && parse_i64("--gpus", gpus, 1, 64, &n_gpus) != H3_OK) return h3_cli_fail(NULL);
   if (threads) {
     if (parse_i64("--threads", threads, 1, 4096, &v) != H3_OK) return h3_cli_fail(NULL);
     setenv("H3_THREADS", threads, 1);
@@ -192,8 +202,17 @@ int h3_cmd_generate(int argc, char **argv) {
   memset(&res, 0, sizeof res);
   h3_gen_text text;
   memset(&text, 0, sizeof text);
+  h3_profile prof_s, *prof = profile ? &prof_s : NULL;
+  h3_profile_init(prof, NULL);
+  h3_profile_begin(prof, "load", 0);
+  memset(&sess, 0, sizeof sess);
   if (h3_gen_session_open(&sess, model, device, pr, !no_audio) != H3_OK) goto done;
+  h3_profile_end(prof);
+  if (prof) prof->be = sess.be;
+  sess.prof = prof;
+  sess.models.prof = prof;
   if (!prec && sess.be->act_dtype == H3_DT_BF16) h3_dit_set_precision(sess.dit, H3_PRECISION_BF16);
+  if (h3_gen_session_set_gpus(&sess, (int)n_gpus) != H3_OK) goto done;
   if (!quiet) {
     if (sess.toy)
       fprintf(stderr, "h3: using the built-in TOY model (tiny random weights: the output is noise).\n"
@@ -204,6 +223,9 @@ int h3_cmd_generate(int argc, char **argv) {
   }
   double t_text = h3_now_s();
   if (h3_gen_session_text(&sess, prompt, text_states, &text) != H3_OK) goto done;
+  h3_profile_begin(prof, "release text encoder", 0);
+  h3_gen_session_release_text(&sess); /* its device weights go before the transformer's come */
+  h3_profile_end(prof);
   t_text = h3_now_s() - t_text;
   h3_progress prog;
   h3_progress_init(&prog, !plain && isatty(2) && !quiet, quiet != NULL);
@@ -212,6 +234,7 @@ int h3_cmd_generate(int argc, char **argv) {
 
   /* ---- outputs ---- */
   double t_mux = h3_now_s();
+  h3_profile_begin(prof, "write outputs", 0);
   char seed_str[32], settings[512];
   snprintf(seed_str, sizeof seed_str, "%llu", (unsigned long long)seed);
   snprintf(settings, sizeof settings, "frames=%lld size=%lldx%lld steps=%lld seed=%llu precision=%s device=%s model=%s",
@@ -231,15 +254,24 @@ int h3_cmd_generate(int argc, char **argv) {
   if (latents_out && h3_write_latents(latents_out, &res) != H3_OK) goto done;
   if (wav && res.audio && h3_wav_write(wav, &at) != H3_OK) goto done;
   if (frames_dir && h3_png_write_frames(frames_dir, &vf, 0) != H3_OK) goto done;
-  if (h3_mp4_write(out_path, &vf, no_audio || !res.audio ? NULL : &at, &mo) != H3_OK) goto done;
+  size_t plen = strlen(out_path);
+  if (plen >= 12 && !strcmp(out_path + plen - 12, ".safetensors")) { /* the raw clip */
+    if (no_audio && res.audio) free(res.audio), res.audio = NULL, res.audio_samples = 0;
+    if (h3_write_clip_safetensors(out_path, &res, prompt) != H3_OK) goto done;
+  } else if (h3_mp4_write(out_path, &vf, no_audio || !res.audio ? NULL : &at, &mo) != H3_OK) {
+    goto done;
+  }
+  h3_profile_end(prof);
   t_mux = h3_now_s() - t_mux;
   if (!quiet) h3_print_timing(stderr, &res, t_text, t_mux);
+  if (prof) h3_profile_print(prof, stderr); /* also with -q: it was asked for */
   printf("%s\n", out_path);
   ret = 0;
 done:
   if (ret) h3_cli_fail(NULL);
   h3_gen_result_free(&res);
   h3_gen_text_free(&text);
+  h3_profile_free(prof);
   h3_gen_session_close(&sess);
   free(prompt_buf);
   return ret;

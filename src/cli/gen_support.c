@@ -13,8 +13,10 @@
 #include "core/log.h"
 #include "io/safetensors.h"
 #include "io/st_read.h"
+#include "model/dit_group.h"
 #include "model/text_encoder.h"
 #include "model/toy_model.h"
+#include "pipeline/profile.h"
 
 double h3_now_s(void) {
   struct timespec ts;
@@ -189,11 +191,21 @@ h3_status h3_gen_session_open(h3_gen_session *s, const char *model, const char *
   H3_TRY(h3_dit_create(s->be, s->dit_w, prec, &s->dit));
   H3_TRY(h3_vvae_open(s->model_path, &s->vvae));
   if (want_audio) H3_TRY(h3_avae_decoder_load(s->be, s->model_path, &s->avae));
-  s->models = (h3_gen_models){s->be, s->dit_w, s->dit, s->vvae, s->avae};
+  s->models = (h3_gen_models){.be = s->be, .dit_w = s->dit_w, .dit = s->dit, .vvae = s->vvae, .avae = s->avae};
+  return H3_OK;
+}
+
+h3_status h3_gen_session_set_gpus(h3_gen_session *s, int n) {
+  if (n <= 1) return H3_OK;
+  if (strcmp(s->be->name, "cuda") != 0)
+    return h3_fail(H3_ERR_INVALID, "--gpus %d needs the CUDA backend (the device is %s)", n, s->be->name);
+  H3_TRY(h3_dit_group_open(s->dit, n, &s->dit_group));
+  s->models.dit_group = s->dit_group;
   return H3_OK;
 }
 
 void h3_gen_session_close(h3_gen_session *s) {
+  h3_dit_group_destroy(s->dit_group);
   h3_te_destroy(s->te);
   h3_te_weights_close(s->te_w);
   if (s->tok) h3_tokenizer_free(s->tok);
@@ -243,28 +255,65 @@ static h3_status text_from_file(const char *path, h3_gen_text *out) {
   return st;
 }
 
+void h3_gen_session_release_text(h3_gen_session *s) {
+  if (!s->te && !s->te_w) return;
+  h3_te_destroy(s->te);
+  s->te = NULL;
+  if (s->be && s->be->ops->release_weights) s->be->ops->release_weights(s->be);
+  h3_te_weights_close(s->te_w);
+  s->te_w = NULL;
+}
+
+h3_status h3_write_clip_safetensors(const char *path, const h3_gen_result *r, const char *prompt) {
+  if (!r->frames) return h3_fail(H3_ERR_INVALID, "%s: no decoded frames to write", path);
+  int64_t fs[4] = {r->num_frames, r->height, r->width, 3};
+  int64_t as[2] = {2, r->audio_samples};
+  h3_st_write_item items[2] = {{"frames", h3_tensor_make(r->frames, H3_DT_F32, 4, fs)},
+                               {"audio", h3_tensor_make(r->audio, H3_DT_F32, 2, as)}};
+  char seed[32], rate[32];
+  snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->seed);
+  snprintf(rate, sizeof rate, "%lld", (long long)r->sample_rate);
+  const char *meta[] = {"producer", "h3 generate", "seed", seed, "prompt", prompt ? prompt : "(text states)",
+                        "fps", "24", "sample_rate", rate};
+  return h3_st_write(path, items, r->audio ? 2 : 1, meta, 5);
+}
+
 h3_status h3_gen_session_text(h3_gen_session *s, const char *prompt, const char *states_path, h3_gen_text *out) {
   memset(out, 0, sizeof *out);
-  if (states_path) return text_from_file(states_path, out);
+  if (states_path) {
+    h3_profile_begin(s->prof, "read text states", 0);
+    h3_status st = text_from_file(states_path, out);
+    h3_profile_end(s->prof);
+    return st;
+  }
   if (!prompt || !*prompt) return h3_fail(H3_ERR_INVALID, "empty prompt");
+  h3_profile_begin(s->prof, "tokenize", 0);
+  h3_status st = H3_OK;
+  h3_te_presentation pres;
+  memset(&pres, 0, sizeof pres);
   if (!s->tok) {
     char *folder = NULL;
-    H3_TRY(h3_tokenizer_locate(s->model_path, &folder));
-    h3_status st = h3_tokenizer_load(folder, &s->tok);
+    st = h3_tokenizer_locate(s->model_path, &folder);
+    if (st == H3_OK) st = h3_tokenizer_load(folder, &s->tok);
     free(folder);
-    H3_TRY(st);
   }
+  if (st == H3_OK) st = h3_te_present_t2va(s->tok, prompt, strlen(prompt), &pres);
+  h3_profile_end(s->prof);
+  H3_TRY(st);
+  h3_profile_begin(s->prof, "text encoder", 0);
   if (!s->te) {
-    H3_TRY(h3_te_weights_open(s->model_path, NULL, H3_TE_DEFAULT_TAP, &s->te_w));
-    H3_TRY(h3_te_create(s->be, s->te_w, &s->te));
+    st = h3_te_weights_open(s->model_path, NULL, H3_TE_DEFAULT_TAP, &s->te_w);
+    if (st == H3_OK) st = h3_te_create(s->be, s->te_w, &s->te);
   }
-  if (s->te_w->cfg.hidden != s->dit_w->cfg.text_dim)
-    return h3_fail(H3_ERR_INVALID, "the text encoder's hidden size %lld differs from the transformer's text_dim %lld",
-                   (long long)s->te_w->cfg.hidden, (long long)s->dit_w->cfg.text_dim);
-  h3_te_presentation pres;
-  H3_TRY(h3_te_present_t2va(s->tok, prompt, strlen(prompt), &pres));
-  float *states = malloc((size_t)(pres.n * s->te_w->cfg.hidden) * sizeof(float));
-  h3_status st = states ? h3_te_forward(s->te, pres.ids, pres.n, NULL, states) : h3_fail(H3_ERR_NOMEM, "text states");
+  if (st == H3_OK && s->te_w->cfg.hidden != s->dit_w->cfg.text_dim)
+    st = h3_fail(H3_ERR_INVALID, "the text encoder's hidden size %lld differs from the transformer's text_dim %lld",
+                 (long long)s->te_w->cfg.hidden, (long long)s->dit_w->cfg.text_dim);
+  float *states = NULL;
+  if (st == H3_OK) {
+    states = malloc((size_t)(pres.n * s->te_w->cfg.hidden) * sizeof(float));
+    st = states ? h3_te_forward(s->te, pres.ids, pres.n, NULL, states) : h3_fail(H3_ERR_NOMEM, "text states");
+  }
+  h3_profile_end(s->prof);
   if (st != H3_OK) {
     free(states);
     h3_te_presentation_free(&pres);

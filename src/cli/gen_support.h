@@ -14,6 +14,7 @@ typedef struct h3_gen_session {
   h3_backend *be;
   h3_dit_weights *dit_w;
   h3_dit *dit;
+  struct h3_dit_group *dit_group; /* --gpus N > 1 */
   h3_vvae_weights *vvae;
   h3_avae_decoder *avae;
   /* prompt encoder, opened on first use */
@@ -21,16 +22,28 @@ typedef struct h3_gen_session {
   struct h3_te_weights *te_w;
   struct h3_text_encoder *te;
   h3_gen_models models;
+  struct h3_profile *prof; /* NULL, or the run's profile (tokenize / text encoder phases) */
 } h3_gen_session;
 
 /* model NULL: the built-in toy (created under $H3_TOY_DIR or ~/.cache/h3 on first use). */
 /* device: "cpu", "cuda", "cuda:N" or NULL (auto). */
 h3_status h3_gen_session_open(h3_gen_session *s, const char *model, const char *device, h3_precision prec,
                               bool want_audio);
+/* Run the DiT sequence-parallel over n GPUs (the session's device and the
+ * next n-1); n = 1 keeps one device.  Needs a CUDA device. */
+h3_status h3_gen_session_set_gpus(h3_gen_session *s, int n);
 void h3_gen_session_close(h3_gen_session *s);
 /* Text condition from a states file, or by encoding the prompt. */
 h3_status h3_gen_session_text(h3_gen_session *s, const char *prompt, const char *states_path, h3_gen_text *out);
 void h3_gen_text_free(h3_gen_text *t);
+/* Phase release once the prompt is encoded: destroy the text encoder, unmap
+ * its weights and drop the backend's device copies of host weights (the CUDA
+ * backend caches every uploaded weight; the text encoder's would otherwise
+ * stay resident beside the transformer's).  A later prompt reopens it. */
+void h3_gen_session_release_text(h3_gen_session *s);
+/* The decoded clip as safetensors (for builds without FFmpeg, or raw output):
+ * frames [F, H, W, 3] f32 in [0, 1], audio [2, samples] f32 when present. */
+h3_status h3_write_clip_safetensors(const char *path, const h3_gen_result *r, const char *prompt);
 
 uint64_t h3_random_seed(void);
 double h3_now_s(void);

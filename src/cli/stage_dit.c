@@ -8,6 +8,7 @@
 #include "backend/backend_select.h"
 #include "core/log.h"
 #include "model/dit.h"
+#include "pipeline/profile.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -25,6 +26,8 @@ static void usage(FILE *f) {
           "                       mixed precision (bf16 body, fp32 patch/time/head islands)\n"
           "  --device cpu|cuda[:N] compute device (default: cuda when present, else cpu)\n"
           "  --threads N          CPU threads (default: all cores)\n"
+          "  --profile            per-phase table (wall / GPU time, device memory, host RSS)\n"
+          "  --repeat N           run the forward N times (timing; the first one uploads the weights)\n"
           "  -v, -q               more / less logging\n");
 }
 
@@ -34,12 +37,12 @@ int h3_stage_dit(int argc, char **argv) {
     return 0;
   }
   const char *model = NULL, *inp = NULL, *outp = NULL, *prec = "f32", *variant = "fl2va", *threads = NULL;
-  const char *verbose = NULL, *quiet = NULL, *device = NULL;
+  const char *verbose = NULL, *quiet = NULL, *device = NULL, *profile = NULL, *repeat = NULL;
   const h3_opt opts[] = {
       {"--model", "-m", true, &model},       {"--in", NULL, true, &inp},         {"--out", "-o", true, &outp},
       {"--precision", NULL, true, &prec},    {"--variant", NULL, true, &variant}, {"--threads", NULL, true, &threads},
       {"--verbose", "-v", false, &verbose},  {"--quiet", "-q", false, &quiet},
-      {"--device", NULL, true, &device},
+      {"--device", NULL, true, &device},     {"--profile", NULL, false, &profile}, {"--repeat", NULL, true, &repeat},
   };
   int rc = h3_parse_opts(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL);
   if (rc) return rc;
@@ -59,6 +62,9 @@ int h3_stage_dit(int argc, char **argv) {
     if (n <= 0) return h3_cli_usage_error("--threads must be a positive integer");
     setenv("H3_THREADS", threads, 1);
   }
+  int n_rep = 1;
+  if (repeat && ((n_rep = atoi(repeat)) <= 0 || n_rep > 100000))
+    return h3_cli_usage_error("--repeat must be a positive integer");
 
   int ret = 1;
   h3_dit_weights *w = NULL;
@@ -68,6 +74,9 @@ int h3_stage_dit(int argc, char **argv) {
   h3_dit_inputs_owned own = {0};
   float *vout = NULL, *aout = NULL;
   h3_dit_inputs in;
+  h3_profile prof_s, *prof = profile ? &prof_s : NULL;
+  h3_profile_init(prof, NULL);
+  h3_profile_begin(prof, "load", 0);
   if (h3_dit_weights_open(model, part, &w) != H3_OK) goto done;
   H3_LOGI("transformer: %s, %lld layers, hidden %lld, %lld heads x %lld", h3_dit_convention_name(w->convention),
           (long long)w->cfg.num_layers, (long long)w->cfg.hidden, (long long)w->cfg.num_heads,
@@ -83,15 +92,27 @@ int h3_stage_dit(int argc, char **argv) {
     h3_fail(H3_ERR_NOMEM, "output buffers");
     goto done;
   }
-  if (h3_dit_forward(dit, &in, vout, aout) != H3_OK) goto done;
+  h3_profile_end(prof);
+  if (prof) prof->be = be;
+  for (int r = 0; r < n_rep; r++) {
+    char name[40];
+    snprintf(name, sizeof name, "DiT forward %d", r + 1);
+    h3_profile_begin(prof, name, 1);
+    if (h3_dit_forward(dit, &in, vout, aout) != H3_OK) goto done;
+    h3_profile_end(prof);
+  }
+  h3_profile_begin(prof, "write outputs", 0);
   int64_t vshape[3] = {1, in.n_video, P}, ashape[3] = {1, in.n_audio, A};
   h3_st_write_item items[2] = {{"sample", h3_tensor_make(vout, H3_DT_F32, 3, vshape)},
                                {"audio_sample", h3_tensor_make(aout, H3_DT_F32, 3, ashape)}};
   const char *meta[] = {"producer", "h3 stage dit", "precision", prec};
   if (h3_st_write(outp, items, 2, meta, 2) != H3_OK) goto done;
+  h3_profile_end(prof);
+  h3_profile_print(prof, stderr);
   ret = 0;
 done:
   if (ret) h3_cli_fail(NULL);
+  h3_profile_free(prof);
   free(vout);
   free(aout);
   h3_dit_inputs_free(&own);

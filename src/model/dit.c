@@ -32,10 +32,28 @@ h3_precision h3_dit_get_precision(const h3_dit *m) { return m->prec; }
 void h3_dit_destroy(h3_dit *m) {
   if (!m) return;
   if (m->mem) m->be->ops->free(m->be, m->mem);
+  if (m->tc_mem) m->be->ops->free(m->be, m->tc_mem);
+  free(m->seen);
   free(m);
 }
 
-h3_status h3_dit_check_inputs(const h3_dit_config *c, const h3_dit_inputs *in) {
+void h3_dit_begin_request(h3_dit *m) {
+  if (!m) return;
+  m->req_active = true;
+  m->tc_valid = false;
+}
+
+void h3_dit_end_request(h3_dit *m) {
+  if (!m) return;
+  m->req_active = false;
+  m->tc_valid = false;
+  if (m->tc_mem) m->be->ops->free(m->be, m->tc_mem);
+  m->tc_mem = NULL;
+  m->tc_cap = 0;
+}
+
+/* seen: NULL (allocated here) or a zeroed buffer of at least seq_len bytes. */
+static h3_status check_inputs(const h3_dit_config *c, const h3_dit_inputs *in, unsigned char *seen_buf) {
   const int64_t S = in->seq_len, K = in->n_timesteps;
   if (S <= 0) return h3_fail(H3_ERR_INVALID, "empty packed sequence (seq_len = %lld)", (long long)S);
   if (K <= 0) return h3_fail(H3_ERR_INVALID, "no timestep given");
@@ -59,7 +77,7 @@ h3_status h3_dit_check_inputs(const h3_dit_config *c, const h3_dit_inputs *in) {
         return h3_fail(H3_ERR_INVALID, "position_ids[%lld] is not finite", (long long)r);
   }
   /* Every row index in range and used by at most one input row. */
-  unsigned char *seen = calloc((size_t)S, 1);
+  unsigned char *seen = seen_buf ? seen_buf : calloc((size_t)S, 1);
   if (!seen) return h3_fail(H3_ERR_NOMEM, "index check");
   const struct {
     const char *name;
@@ -84,9 +102,24 @@ h3_status h3_dit_check_inputs(const h3_dit_config *c, const h3_dit_inputs *in) {
       }
       seen[r] = 1;
     }
-  free(seen);
+  if (!seen_buf) free(seen);
   (void)c;
   return s;
+}
+
+h3_status h3_dit_check_inputs(const h3_dit_config *c, const h3_dit_inputs *in) { return check_inputs(c, in, NULL); }
+
+h3_status h3_dit_check_inputs_m(h3_dit *m, const h3_dit_inputs *in) {
+  const int64_t S = in->seq_len;
+  if (S <= 0) return check_inputs(&m->w->cfg, in, NULL); /* fails before touching the marks */
+  if (m->seen_cap < (size_t)S) {
+    unsigned char *b = realloc(m->seen, (size_t)S);
+    if (!b) return h3_fail(H3_ERR_NOMEM, "index check");
+    m->seen = b;
+    m->seen_cap = (size_t)S;
+  }
+  memset(m->seen, 0, (size_t)S);
+  return check_inputs(&m->w->cfg, in, m->seen);
 }
 
 /* ---- memory plan ---- */
@@ -371,10 +404,73 @@ h3_status h3_dit_adaln(h3_dit *m, const h3_tensor *u, const h3_tensor *u_act, co
   return OPS->linear(m->be, u_act, wt, bt, dst);
 }
 
+/* 64-bit hash of the text states' bytes (a request-cache key, not cryptographic). */
+static uint64_t hash_bytes(const void *p, size_t n) {
+  const unsigned char *b = p;
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t v;
+    memcpy(&v, b + i, 8);
+    h = (h ^ v) * 0xFF51AFD7ED558CCDull;
+    h ^= h >> 29;
+  }
+  for (; i < n; i++) h = (h ^ b[i]) * 0x100000001B3ull;
+  return h ^ (h >> 32);
+}
+
+h3_status h3_dit_text_rows(h3_dit *m, const h3_dit_inputs *in, h3_tensor *tin, const h3_tensor *stage,
+                           const h3_tensor *t2, h3_dit_scratch *sc, h3_tensor *tt) {
+  const h3_dit_config *c = &m->w->cfg;
+  const int64_t Nt = in->n_text, H = c->hidden;
+  const h3_dtype act = h3_dit_act_dtype(m);
+  uint64_t hash = 0;
+  h3_tensor dst = rows_of(t2, Nt);
+  if (m->req_active) {
+    hash = hash_bytes(in->encoder_hidden_states, (size_t)(Nt * c->text_dim) * sizeof(float));
+    if (m->tc_valid && m->tc_src == in->encoder_hidden_states && m->tc_nt == Nt && m->tc_dim == c->text_dim &&
+        m->tc_dt == act && m->tc_prec == m->prec && m->tc_hash == hash) {
+      *tt = h3_tensor_2d(m->tc_mem, act, Nt, H);
+      return H3_OK;
+    }
+    m->tc_valid = false;
+    const size_t need = (size_t)(Nt * H) * h3_dtype_size(act);
+    if (m->tc_cap < need) {
+      if (m->tc_mem) OPS->free(m->be, m->tc_mem);
+      m->tc_mem = NULL;
+      m->tc_cap = 0;
+      H3_TRY(OPS->alloc(m->be, need, &m->tc_mem));
+      m->tc_cap = need;
+    }
+    dst = h3_tensor_2d(m->tc_mem, act, Nt, H);
+  }
+  H3_TRY(h3_dit_upload_f32(m, tin, in->encoder_hidden_states));
+  /* encoder_hidden_states.to(bf16) */
+  h3_tensor tin_act = *tin;
+  if (act != H3_DT_F32) {
+    tin_act = h3_tensor_2d(stage->data, act, Nt, c->text_dim);
+    H3_TRY(OPS->copy_convert(m->be, tin, &tin_act));
+  } else {
+    H3_TRY(h3_dit_cast_bf16(m, tin));
+  }
+  H3_TRY(h3_dit_text_path(m, &tin_act, &dst, sc));
+  if (m->req_active) {
+    m->tc_valid = true;
+    m->tc_src = in->encoder_hidden_states;
+    m->tc_nt = Nt;
+    m->tc_dim = c->text_dim;
+    m->tc_dt = act;
+    m->tc_prec = m->prec;
+    m->tc_hash = hash;
+  }
+  *tt = dst;
+  return H3_OK;
+}
+
 h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, float *audio_out) {
   const h3_dit_weights *w = m->w;
   const h3_dit_config *c = &w->cfg;
-  H3_TRY(h3_dit_check_inputs(c, in));
+  H3_TRY(h3_dit_check_inputs_m(m, in));
   const int64_t S = in->seq_len, Nv = in->n_video, Na = in->n_audio, Nt = in->n_text, K = in->n_timesteps;
   const int64_t H = c->hidden, P = h3_dit_patch_dim(c), A = c->audio_in_channels;
   const int64_t R = h3_dit_rot_dim(c);
@@ -409,15 +505,6 @@ h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, f
   /* uploads */
   H3_TRY(h3_dit_upload_f32(m, &vin, in->hidden_states));
   H3_TRY(h3_dit_upload_f32(m, &ain, in->audio_hidden_states));
-  H3_TRY(h3_dit_upload_f32(m, &tin, in->encoder_hidden_states));
-  /* encoder_hidden_states.to(bf16) */
-  h3_tensor tin_act = tin;
-  if (!f32_act) {
-    tin_act = h3_tensor_2d(stage.data, act, Nt, c->text_dim);
-    H3_TRY(OPS->copy_convert(m->be, &tin, &tin_act));
-  } else {
-    H3_TRY(h3_dit_cast_bf16(m, &tin));
-  }
   H3_TRY(h3_dit_upload_i32(m, &idx_ada, in->timestep_indices, S, 3, in->token_tags)); /* row 3m + tag */
   H3_TRY(h3_dit_upload_i32(m, &idx_t, in->timestep_indices, S, 1, NULL));
   H3_TRY(h3_dit_upload_i32(m, &vidx, in->video_indices, Nv, 1, NULL));
@@ -433,9 +520,9 @@ h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, f
     H3_TRY(s);
   }
 
-  /* 1. text stream -> packed buffer */
-  h3_tensor tt = rows_of(&t2, Nt);
-  H3_TRY(h3_dit_text_path(m, &tin_act, &tt, &sc));
+  /* 1. text stream -> packed buffer (the text rows are the request cache's when it holds them) */
+  h3_tensor tt;
+  H3_TRY(h3_dit_text_rows(m, in, &tin, &stage, &t2, &sc, &tt));
   H3_TRY(OPS->zero(m->be, &x));
   H3_TRY(OPS->scatter_rows(m->be, &x, &tidx, &tt));
   /* 2. patch projections (fp32), cast to the stack's dtype, scattered */

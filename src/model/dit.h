@@ -34,6 +34,16 @@ h3_status h3_dit_create(h3_backend *be, const h3_dit_weights *w, h3_precision pr
 void h3_dit_destroy(h3_dit *m);
 void h3_dit_set_precision(h3_dit *m, h3_precision prec);
 h3_precision h3_dit_get_precision(const h3_dit *m);
+/* Requests.  The text path (condition_proj + token refiner + norm) does not
+ * depend on the timestep: between h3_dit_begin_request and
+ * h3_dit_end_request the refined text rows of the first forward are kept (in
+ * backend memory) and reused by the following forwards, bit for bit, as long
+ * as encoder_hidden_states is the same array with the same shape and contents
+ * (checked by pointer, shape, precision and a hash of the values; anything
+ * else recomputes).  Outside a request every forward computes everything.
+ * end_request frees the cached rows; begin_request also forgets them. */
+void h3_dit_begin_request(h3_dit *m);
+void h3_dit_end_request(h3_dit *m);
 /* Check an input layout against the config (sizes, index ranges, tags). */
 h3_status h3_dit_check_inputs(const h3_dit_config *c, const h3_dit_inputs *in);
 /* One forward: fills video_out [n_video, patch_dim] and audio_out [n_audio, audio_in_channels] (host). */

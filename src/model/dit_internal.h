@@ -12,6 +12,18 @@ struct h3_dit {
   void *mem; /* backend buffer behind the arena */
   size_t mem_cap;
   h3_arena arena;
+  /* per-request cache of the refined text rows (h3_dit_begin_request) */
+  bool req_active, tc_valid;
+  void *tc_mem; /* backend buffer: [tc_nt, hidden] of tc_dt */
+  size_t tc_cap;
+  const float *tc_src;
+  int64_t tc_nt, tc_dim;
+  uint64_t tc_hash;
+  h3_dtype tc_dt;
+  h3_precision tc_prec;
+  /* host scratch of the input checks (row-use marks), grown once */
+  unsigned char *seen;
+  size_t seen_cap;
 };
 
 /* Activation scratch of the sub-layers: h, y [n, hidden], wide [n, max(3I, 2F)], mid [n, max(I, F)]. */
@@ -41,6 +53,16 @@ h3_status h3_dit_mlp_sublayer(h3_dit *m, const h3_dit_block_weights *bw, int64_t
                               h3_dit_scratch *sc);
 /* condition_proj + token refiner + final norm of the text rows (t: [Nt, hidden]). */
 h3_status h3_dit_text_path(h3_dit *m, h3_tensor *tin, h3_tensor *t, h3_dit_scratch *sc);
+/* The refined text rows [Nt, hidden] of this forward into *tt: uploads
+ * encoder_hidden_states into tin (F32 [Nt, text_dim]), casts it (through
+ * `stage` when activations are not f32) and runs the text path into the rows
+ * of t2 — or, inside a request (h3_dit_begin_request), into the request cache,
+ * whose rows later forwards with the same text states reuse without any work.
+ * *tt is read-only for the caller. */
+h3_status h3_dit_text_rows(h3_dit *m, const h3_dit_inputs *in, h3_tensor *tin, const h3_tensor *stage,
+                           const h3_tensor *t2, h3_dit_scratch *sc, h3_tensor *tt);
+/* h3_dit_check_inputs with the model's reusable host scratch (no allocation per forward). */
+h3_status h3_dit_check_inputs_m(h3_dit *m, const h3_dit_inputs *in);
 /* RoPE cos/sin tables [S, rot] from positions [S, 3]. */
 void h3_dit_rope_tables(const h3_dit_weights *w, const float *pos, int64_t S, float *cosb, float *sinb);
 /* Time path: takes u [K, T] F32 and u_act [K, T] from the arena and fills them. */

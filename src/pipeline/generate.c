@@ -5,7 +5,9 @@
 #include <time.h>
 
 #include "core/log.h"
+#include "model/dit_group.h"
 #include "pipeline/layout.h"
+#include "pipeline/profile.h"
 #include "pipeline/rng.h"
 #include "pipeline/scheduler.h"
 
@@ -58,6 +60,7 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
                    (long long)text->dim, (long long)dc->text_dim);
   if (text->n < 1) return h3_fail(H3_ERR_INVALID, "no text rows");
   double t0 = now_s();
+  h3_profile_begin(m->prof, "setup + noise", 0);
   PROGRESS(H3_PHASE_SETUP, 0, 1);
   H3_TRY(h3_request_resolve(req, &out->req));
   const h3_resolved_request *rr = &out->req;
@@ -110,12 +113,19 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
   }
   memcpy(out->audio_noise, s.arows, (size_t)(na * Ca) * sizeof(float));
   out->phase_seconds[H3_PHASE_SETUP] = now_s() - t0;
+  h3_profile_end(m->prof);
 
   /* The two-clock Euler loop. */
   double t1 = now_s();
   const int64_t nsteps = s.plan.num_forwards;
   PROGRESS(H3_PHASE_DENOISE, 0, nsteps);
+  /* the refined text rows are computed once for all steps (on every rank) */
+  if (m->dit_group) h3_dit_group_begin_request(m->dit_group);
+  else h3_dit_begin_request(m->dit);
   for (int64_t i = 0; i < nsteps; i++) {
+    char pname[40];
+    snprintf(pname, sizeof pname, "DiT step %lld", (long long)(i + 1));
+    h3_profile_begin(m->prof, pname, 1);
     float timestep[4];
     int64_t K = 0;
     float tv = h3_plan_t_video(&s.plan, i), ta = h3_plan_t_audio(&s.plan, i);
@@ -127,7 +137,8 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
         .position_ids = s.lay.position_ids, .video_indices = s.lay.video_indices,
         .audio_indices = s.lay.audio_indices, .text_indices = s.lay.text_indices,
     };
-    if ((st = h3_dit_forward(m->dit, &in, s.vvel, s.avel)) != H3_OK) goto done;
+    st = m->dit_group ? h3_dit_group_forward(m->dit_group, &in, s.vvel, s.avel) : h3_dit_forward(m->dit, &in, s.vvel, s.avel);
+    if (st != H3_OK) goto done;
     /* only generated rows step; conditioning rows (none in t2va) ride along */
     const int64_t cv = s.lay.num_cond_video_rows, ca = s.lay.num_cond_audio_rows;
     if ((st = h3_schedule_step_f32(&s.plan.video, i, s.vrows + cv * P, s.vvel + cv * P, s.vrows + cv * P,
@@ -136,8 +147,11 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
     if ((st = h3_schedule_step_f32(&s.plan.audio, i, s.arows + ca * Ca, s.avel + ca * Ca, s.arows + ca * Ca,
                                    (size_t)((na - ca) * Ca))) != H3_OK)
       goto done;
+    h3_profile_end(m->prof);
     PROGRESS(H3_PHASE_DENOISE, i + 1, nsteps);
   }
+  if (m->dit_group) h3_dit_group_end_request(m->dit_group);
+  else h3_dit_end_request(m->dit);
   out->phase_seconds[H3_PHASE_DENOISE] = now_s() - t1;
   out->step_seconds = nsteps ? out->phase_seconds[H3_PHASE_DENOISE] / (double)nsteps : 0;
 
@@ -155,6 +169,7 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
   /* Decode video: [1, 3, F, H, W] -> [F, H, W, 3]. */
   if (m->vvae) {
     double t2 = now_s();
+    h3_profile_begin(m->prof, "video VAE decode", 0);
     PROGRESS(H3_PHASE_VIDEO_DECODE, 0, 1);
     int64_t F = 0;
     const h3_vvae_config *vc = &m->vvae->cfg;
@@ -167,7 +182,10 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
       st = h3_fail(H3_ERR_NOMEM, "decoded frames");
       goto done;
     }
-    st = h3_vvae_decode(m->be, m->vvae, NULL, out->video_latents, 1, T, lh, lw, planar);
+    /* the decoder follows the DiT's precision: bf16 storage with the released mixed
+     * precision (the release decodes under fp16 autocast), exact f32 otherwise */
+    const h3_vvae_decode_opts vopt = {.tiling = -1, .half = h3_dit_get_precision(m->dit) == H3_PRECISION_BF16};
+    st = h3_vvae_decode(m->be, m->vvae, &vopt, out->video_latents, 1, T, lh, lw, planar);
     if (st == H3_OK) {
       for (int64_t f = 0; f < F; f++)
         for (int64_t p = 0; p < H * W; p++)
@@ -178,11 +196,13 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
     if (st != H3_OK) goto done;
     out->num_frames = F, out->height = H, out->width = W;
     out->phase_seconds[H3_PHASE_VIDEO_DECODE] = now_s() - t2;
+    h3_profile_end(m->prof);
     PROGRESS(H3_PHASE_VIDEO_DECODE, 1, 1);
   }
   /* Decode audio: both stereo channels as a batch of two. */
   if (m->avae) {
     double t3 = now_s();
+    h3_profile_begin(m->prof, "audio VAE decode", 0);
     PROGRESS(H3_PHASE_AUDIO_DECODE, 0, 1);
     int64_t L = h3_avae_decode_length(m->avae, A);
     out->audio = malloc((size_t)(2 * L) * sizeof(float));
@@ -194,9 +214,13 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
     out->audio_samples = L;
     out->sample_rate = h3_avae_decoder_info(m->avae)->cfg.sampling_rate;
     out->phase_seconds[H3_PHASE_AUDIO_DECODE] = now_s() - t3;
+    h3_profile_end(m->prof);
     PROGRESS(H3_PHASE_AUDIO_DECODE, 1, 1);
   }
 done:
+  h3_profile_end(m->prof); /* a phase left open by an error */
+  if (m->dit_group) h3_dit_group_end_request(m->dit_group);
+  else h3_dit_end_request(m->dit);
   state_free(&s);
   if (st != H3_OK) h3_gen_result_free(out);
   return st;

@@ -15,8 +15,10 @@ typedef struct h3_gen_models {
   h3_backend *be;
   const h3_dit_weights *dit_w;
   h3_dit *dit;
+  struct h3_dit_group *dit_group; /* non-NULL: the DiT runs sequence-parallel over its ranks (rank 0 = dit) */
   const h3_vvae_weights *vvae; /* NULL: skip the video decode */
   h3_avae_decoder *avae;       /* NULL: skip the audio decode */
+  struct h3_profile *prof;     /* NULL, or per-phase profiling (pipeline/profile.h): setup, each DiT step, decodes */
 } h3_gen_models;
 
 /* The text condition: the DiT's text rows (already encoded). */

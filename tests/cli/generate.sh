@@ -57,6 +57,8 @@ expect "seconds above 15 s" 1 "between 5.0 and 15.0 seconds" -- "${g[@]}" --mode
 expect "frames not a number" 1 "--frames" -- "${g[@]}" --frames abc
 expect "size off the 32 grid" 1 "multiples of 32" -- "${g[@]}" --size 250x256 --frames 22
 expect "steps < 2" 1 "num_inference_steps" -- "${g[@]}" --steps 1 --frames 22 --size 128
+expect "--gpus on the CPU" 1 "needs the CUDA backend" -- "${g[@]}" --device cpu --gpus 2 --frames 22 --size 128 --steps 2
+expect "--gpus 0" 1 "--gpus" -- "${g[@]}" --gpus 0 --frames 22 --size 128 --steps 2
 expect "unwritable output" 1 "nonexistent" -- "$H3" generate -q -p x --frames 22 --size 128 --steps 2 -o /nonexistent/dir/x.mp4
 expect "missing model" 1 "no such file" -- "${g[@]}" --model "$tmp/nope" --frames 124 --size 64x96
 mkdir -p "$tmp/corrupt" && cp -r "$real"/* "$tmp/corrupt/" && chmod -R u+w "$tmp/corrupt"

@@ -25,12 +25,12 @@ for t in test_dit_golden test_generate_golden test_video_vae test_audio_vae test
 done
 export H3_TOY_DIR=/tmp/h3toy
 run toy_generate_gpu "$bin/h3" generate --device cuda -p "a red fox trotting through fresh snow" --frames 22 \
-  --size 256x256 --steps 4 --seed 7 -o /tmp/toy.mp4 --latents-out "$out/toy_gpu_latents.safetensors"
+  --size 256x256 --steps 4 --seed 7 -o /tmp/toy.safetensors --latents-out "$out/toy_gpu_latents.safetensors"
 run toy_generate_cpu "$bin/h3" generate --device cpu -p "a red fox trotting through fresh snow" --frames 22 \
-  --size 256x256 --steps 4 --seed 7 -o /tmp/toy.mp4 --latents-out "$out/toy_cpu_latents.safetensors"
+  --size 256x256 --steps 4 --seed 7 -o /tmp/toy.safetensors --latents-out "$out/toy_cpu_latents.safetensors"
 if command -v compute-sanitizer >/dev/null; then
   run memcheck_generate compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/h3" generate --device cuda -q \
-    -p "a red fox" --frames 22 --size 128 --steps 2 -o /tmp/ms.mp4 --latents-out /tmp/ms.safetensors
+    -p "a red fox" --frames 22 --size 128 --steps 2 -o /tmp/ms.safetensors --latents-out /tmp/ms.safetensors
   run memcheck_dit compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/h3" stage dit --device cuda -q \
     --model tests/golden/dit/tiny/original --in tests/golden/dit/tiny/t2va_long.in.safetensors --out /tmp/o.safetensors
 fi

@@ -116,13 +116,14 @@ static h3_status cuda_alloc(h3_backend *be, size_t bytes, void **out) {
     return h3_fail(H3_ERR_NOMEM, "cuda backend: cudaMalloc of %zu bytes failed: %s (%s)", bytes, cudaGetErrorName(e),
                    cudaGetErrorString(e));
   }
+  h3_cuda_track(h3_cuda_impl_of(be), p, bytes);
   *out = p;
   return H3_OK;
 }
 
 static void cuda_free(h3_backend *be, void *p) {
   if (!p || h3_cuda_enter(be, "free") != H3_OK) return;
-  if (cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
+  if (h3_cuda_dev_free(p) != cudaSuccess) (void)cudaGetLastError();
 }
 
 static h3_status cuda_upload(h3_backend *be, void *dst, const void *src, size_t bytes) {
@@ -161,7 +162,7 @@ h3_status h3_cuda_scratch(h3_backend *be, int slot, size_t bytes, void **out) {
   size_t cap = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes + bytes / 8;
   if (b->p) {
     /* the old buffer may still be read by queued work: cudaFree waits for the device */
-    H3_CUDA_TRY("scratch", cudaFree(b->p));
+    H3_CUDA_TRY("scratch", h3_cuda_dev_free(b->p));
     b->p = NULL;
     b->cap = 0;
   }
@@ -172,6 +173,7 @@ h3_status h3_cuda_scratch(h3_backend *be, int slot, size_t bytes, void **out) {
     return h3_fail(H3_ERR_NOMEM, "cuda backend: cudaMalloc of %zu scratch bytes failed: %s (%s)", cap,
                    cudaGetErrorName(e), cudaGetErrorString(e));
   }
+  h3_cuda_track(c, p, cap);
   b->p = p;
   b->cap = cap;
   *out = p;
@@ -222,7 +224,7 @@ static h3_status insert_entry(h3_cuda_impl *c, size_t pos, const h3_cuda_wentry 
   return H3_OK;
 }
 
-static h3_status dev_alloc(size_t bytes, const char *op, const char *what, void **out) {
+static h3_status dev_alloc(h3_cuda_impl *c, size_t bytes, const char *op, const char *what, void **out) {
   *out = NULL;
   cudaError_t e = cudaMalloc(out, bytes ? bytes : 1);
   if (e != cudaSuccess) {
@@ -231,17 +233,41 @@ static h3_status dev_alloc(size_t bytes, const char *op, const char *what, void 
     return h3_fail(H3_ERR_NOMEM, "%s: cudaMalloc of %zu bytes for %s failed: %s (%s)", op, bytes, what,
                    cudaGetErrorName(e), cudaGetErrorString(e));
   }
+  h3_cuda_track(c, *out, bytes);
   return H3_OK;
 }
 
+/* What a span holds, for synthetic weights: the dtype and shape of the view that first uploads it. */
+typedef struct span_desc {
+  h3_dtype dt;
+  int ndim;
+  int64_t last_dim;
+} span_desc;
+
+static span_desc desc_of(const h3_tensor *t) {
+  span_desc d = {t->dtype, t->ndim, t->ndim > 0 ? t->shape[t->ndim - 1] : 1};
+  return d;
+}
+
+/* Device [d, d + bytes) := host [p, p + bytes), or, with synthetic weights,
+ * generated values (the host file is never read). */
+static h3_status fill_span(h3_cuda_impl *c, void *d, uintptr_t p, size_t bytes, const span_desc *sd, const char *op) {
+  if (!c->synthetic) return copy_h2d(c, d, (const void *)p, bytes, op);
+  size_t es = h3_dtype_size(sd->dt);
+  uint64_t seed = 0x5EEDull + 0x9E3779B97F4A7C15ull * ++c->synth_serial;
+  H3_TRY(h3_cuda_synth_fill(c->stream, d, sd->dt, es ? bytes / es : 0, sd->ndim, sd->last_dim, seed));
+  if (es && bytes % es) H3_CUDA_TRY(op, cudaMemsetAsync((char *)d + bytes / es * es, 0, bytes % es, c->stream));
+  return stream_sync(c, op);
+}
+
 /* A device copy of host [p, p + bytes). */
-static h3_status upload_span(h3_cuda_impl *c, uintptr_t p, size_t bytes, const char *op, const char *name,
-                             void **out) {
+static h3_status upload_span(h3_cuda_impl *c, uintptr_t p, size_t bytes, const span_desc *sd, const char *op,
+                             const char *name, void **out) {
   void *d;
-  H3_TRY(dev_alloc(bytes, op, name, &d));
-  h3_status s = copy_h2d(c, d, (const void *)p, bytes, op);
+  H3_TRY(dev_alloc(c, bytes, op, name, &d));
+  h3_status s = fill_span(c, d, p, bytes, sd, op);
   if (s != H3_OK) {
-    cudaFree(d);
+    h3_cuda_dev_free(d);
     return s;
   }
   c->wbytes += bytes;
@@ -261,12 +287,16 @@ static bool entry_matches(const h3_cuda_wentry *e, uintptr_t p, size_t bytes) {
 static void evict_entry(h3_cuda_impl *c, size_t i) {
   h3_cuda_wentry *e = &c->w[i];
   if (e->dev) {
-    cudaFree(e->dev); /* waits for queued work */
+    h3_cuda_dev_free(e->dev); /* waits for queued work */
     c->wbytes -= e->bytes;
   }
   if (e->wide) {
-    cudaFree(e->wide);
+    h3_cuda_dev_free(e->wide);
     c->wbytes -= e->bytes / h3_dtype_size(e->wide_dt) * sizeof(float);
+  }
+  if (e->narrow) {
+    h3_cuda_dev_free(e->narrow);
+    c->wbytes -= e->bytes / 2;
   }
   memmove(c->w + i, c->w + i + 1, (c->nw - i - 1) * sizeof *c->w);
   c->nw--;
@@ -275,8 +305,8 @@ static void evict_entry(h3_cuda_impl *c, size_t i) {
 /* The entry of host [p, p + bytes): entries are keyed by their first byte and
  * serve any view that starts there and fits; a stale or too short one is
  * replaced.  Created (raw copy uploaded when want_raw) when missing. */
-static h3_status get_entry(h3_cuda_impl *c, uintptr_t p, size_t bytes, bool want_raw, const char *op,
-                           const char *name, h3_cuda_wentry **out) {
+static h3_status get_entry(h3_cuda_impl *c, uintptr_t p, size_t bytes, bool want_raw, const span_desc *sd,
+                           const char *op, const char *name, h3_cuda_wentry **out) {
   size_t pos;
   long i = find_entry(c, p, &pos);
   if (i >= 0 && c->w[i].bytes < bytes) { /* a shorter view came first */
@@ -292,16 +322,16 @@ static h3_status get_entry(h3_cuda_impl *c, uintptr_t p, size_t bytes, bool want
     e.nfp = bytes < sizeof e.head ? bytes : sizeof e.head;
     memcpy(e.head, (const void *)p, e.nfp);
     memcpy(e.tail, (const void *)(p + bytes - e.nfp), e.nfp);
-    if (want_raw) H3_TRY(upload_span(c, p, bytes, op, name, &e.dev));
+    if (want_raw) H3_TRY(upload_span(c, p, bytes, sd, op, name, &e.dev));
     h3_status s = insert_entry(c, pos, &e);
     if (s != H3_OK) {
-      if (e.dev) cudaFree(e.dev);
+      if (e.dev) h3_cuda_dev_free(e.dev);
       return s;
     }
     i = (long)pos;
   }
   h3_cuda_wentry *e = &c->w[i];
-  if (want_raw && !e->dev) H3_TRY(upload_span(c, e->host, e->bytes, op, name, &e->dev));
+  if (want_raw && !e->dev) H3_TRY(upload_span(c, e->host, e->bytes, sd, op, name, &e->dev));
   *out = e;
   return H3_OK;
 }
@@ -322,8 +352,43 @@ h3_status h3_cuda_weight(h3_backend *be, const h3_tensor *t, const char *op, con
     return H3_OK;
   }
   h3_cuda_wentry *e;
-  H3_TRY(get_entry(c, p, bytes, true, op, name, &e));
+  span_desc sd = desc_of(t);
+  H3_TRY(get_entry(c, p, bytes, true, &sd, op, name, &e));
   *dev = (const char *)e->dev + (p - e->host);
+  return H3_OK;
+}
+
+h3_status h3_cuda_weight_bf16(h3_backend *be, const h3_tensor *t, const char *op, const char *name, const void **dev) {
+  *dev = NULL;
+  if (!t || t->dtype != H3_DT_F32) return h3_fail(H3_ERR_INVALID, "%s: %s: bf16 narrowing of a non-F32 weight", op, name);
+  h3_cuda_impl *c = h3_cuda_impl_of(be);
+  const void *f32;
+  H3_TRY(h3_cuda_weight(be, t, op, name, &f32)); /* uploads (or synthesizes) the f32 span once */
+  if (!f32) return H3_OK;
+  const uintptr_t p = (uintptr_t)t->data;
+  const long i = find_entry(c, p, NULL);
+  if (i < 0) return h3_fail(H3_ERR_INVALID, "%s: %s is device memory, not a cached host weight", op, name);
+  h3_cuda_wentry *e = &c->w[i];
+  if ((p - e->host) % 4 != 0)
+    return h3_fail(H3_ERR_UNSUPPORTED, "%s: %s is not element-aligned inside a cached weight span", op, name);
+  if (!e->narrow) {
+    const size_t ne = e->bytes / 4;
+    void *nb;
+    H3_TRY(dev_alloc(c, ne * 2, op, name, &nb));
+    h3_status s = H3_OK;
+    for (size_t k = 0; k < ne && s == H3_OK; k += (size_t)1 << 24) { /* in chunks: kernel indices stay small */
+      const size_t m = ne - k < (size_t)1 << 24 ? ne - k : (size_t)1 << 24;
+      s = h3_cuda_convert_rows(be, op, (const float *)e->dev + k, H3_DT_F32, (int64_t)m, (uint16_t *)nb + k, H3_DT_BF16,
+                               (int64_t)m, 1, (int64_t)m, NULL, H3_DT_F32, false);
+    }
+    if (s != H3_OK) {
+      h3_cuda_dev_free(nb);
+      return s;
+    }
+    e->narrow = nb;
+    c->wbytes += ne * 2;
+  }
+  *dev = (const char *)e->narrow + (p - e->host) / 2;
   return H3_OK;
 }
 
@@ -352,7 +417,8 @@ h3_status h3_cuda_weight_f32(h3_backend *be, const h3_tensor *t, int slot, const
     return H3_OK;
   }
   h3_cuda_wentry *e;
-  H3_TRY(get_entry(c, p, bytes, false, op, name, &e));
+  span_desc sd = desc_of(t);
+  H3_TRY(get_entry(c, p, bytes, false, &sd, op, name, &e));
   if ((p - e->host) % es != 0)
     return h3_fail(H3_ERR_UNSUPPORTED, "%s: %s is not element-aligned inside a cached weight span", op, name);
   if (e->wide && e->wide_dt != t->dtype)
@@ -361,22 +427,22 @@ h3_status h3_cuda_weight_f32(h3_backend *be, const h3_tensor *t, int slot, const
   if (!e->wide) {
     size_t ne = e->bytes / es;
     void *wide;
-    H3_TRY(dev_alloc(ne * sizeof(float), op, name, &wide));
+    H3_TRY(dev_alloc(c, ne * sizeof(float), op, name, &wide));
     const void *raw = e->dev;
     void *tmp = NULL;
     h3_status s = H3_OK;
     if (!raw) { /* only the widening is kept: the raw copy is temporary */
-      s = dev_alloc(ne * es, op, name, &tmp);
-      if (s == H3_OK) s = copy_h2d(c, tmp, (const void *)e->host, ne * es, op);
+      s = dev_alloc(c, ne * es, op, name, &tmp);
+      if (s == H3_OK) s = fill_span(c, tmp, e->host, ne * es, &sd, op);
       raw = tmp;
     }
     if (s == H3_OK)
       s = h3_cuda_convert_rows(be, op, raw, t->dtype, (int64_t)ne, wide, H3_DT_F32, (int64_t)ne, 1, (int64_t)ne, NULL,
                                H3_DT_F32, false);
     if (s == H3_OK && tmp) s = stream_sync(c, op); /* the widening has read tmp */
-    if (tmp) cudaFree(tmp);
+    if (tmp) h3_cuda_dev_free(tmp);
     if (s != H3_OK) {
-      cudaFree(wide);
+      h3_cuda_dev_free(wide);
       return s;
     }
     e->wide = wide;
@@ -398,7 +464,8 @@ const void *h3_cuda_weight_ptr(h3_backend *be, const h3_tensor *w, h3_dtype want
   h3_status s;
   if (want == w->dtype)
     s = h3_cuda_weight(be, w, op, "weight", &p);
-  else if (want == H3_DT_F32 && !h3_cuda_is_device_ptr(w->data))
+  else if (want == H3_DT_F32 && (find_entry(h3_cuda_impl_of(be), (uintptr_t)w->data, NULL) >= 0 ||
+                                  !h3_cuda_is_device_ptr(w->data)))
     s = h3_cuda_weight_f32(be, w, H3_CUDA_SLOT_W, op, "weight", (const float **)&p);
   else
     s = h3_fail(H3_ERR_UNSUPPORTED, "%s: cannot provide a %s tensor as %s", op,
@@ -420,8 +487,9 @@ void h3_cuda_weight_cache_clear(h3_backend *be) {
   if (h3_cuda_enter(be, "weight cache") != H3_OK) return;
   (void)cudaStreamSynchronize(c->stream);
   for (size_t i = 0; i < c->nw; i++) {
-    if (c->w[i].dev) cudaFree(c->w[i].dev);
-    if (c->w[i].wide) cudaFree(c->w[i].wide);
+    if (c->w[i].dev) h3_cuda_dev_free(c->w[i].dev);
+    if (c->w[i].wide) h3_cuda_dev_free(c->w[i].wide);
+    if (c->w[i].narrow) h3_cuda_dev_free(c->w[i].narrow);
   }
   (void)cudaGetLastError();
   c->nw = 0;
@@ -435,22 +503,25 @@ static void impl_release(h3_cuda_impl *c) {
   if (cudaSetDevice(c->device) != cudaSuccess) (void)cudaGetLastError();
   if (c->stream) (void)cudaStreamSynchronize(c->stream);
   for (size_t i = 0; i < c->nw; i++) {
-    if (c->w[i].dev) cudaFree(c->w[i].dev);
-    if (c->w[i].wide) cudaFree(c->w[i].wide);
+    if (c->w[i].dev) h3_cuda_dev_free(c->w[i].dev);
+    if (c->w[i].wide) h3_cuda_dev_free(c->w[i].wide);
+    if (c->w[i].narrow) h3_cuda_dev_free(c->w[i].narrow);
   }
   free(c->w);
   for (int i = 0; i < H3_CUDA_SCRATCH_SLOTS; i++)
-    if (c->scratch[i].p) cudaFree(c->scratch[i].p);
+    if (c->scratch[i].p) h3_cuda_dev_free(c->scratch[i].p);
+  h3_cuda_linear_cache_free(c);
   for (int i = 0; i < 2; i++) {
     if (c->stage[i]) cudaFreeHost(c->stage[i]);
     if (c->stage_ev[i]) cudaEventDestroy(c->stage_ev[i]);
   }
-  if (c->lt_ws) cudaFree(c->lt_ws);
+  if (c->lt_ws) h3_cuda_dev_free(c->lt_ws);
   if (c->lt) cublasLtDestroy((cublasLtHandle_t)c->lt);
   if (c->blas) cublasDestroy((cublasHandle_t)c->blas);
-  if (c->flag) cudaFree(c->flag);
+  if (c->flag) h3_cuda_dev_free(c->flag);
   if (c->stream) cudaStreamDestroy(c->stream);
   (void)cudaGetLastError();
+  h3_cuda_untrack_owner(c); /* anything the model code did not free */
   free(c);
 }
 
@@ -460,12 +531,72 @@ static void cuda_destroy(h3_backend *be) {
   free(be);
 }
 
+static void *cuda_stream_op(h3_backend *be) { return (void *)h3_cuda_stream(be); }
+
+/* ---- instrumentation ----------------------------------------------------------- */
+
+static h3_status cuda_timer_start(h3_backend *be, void **timer) {
+  *timer = NULL;
+  H3_TRY(h3_cuda_enter(be, "timer"));
+  cudaEvent_t *ev = calloc(2, sizeof *ev);
+  if (!ev) return h3_fail(H3_ERR_NOMEM, "timer");
+  cudaError_t e = cudaEventCreate(&ev[0]);
+  if (e == cudaSuccess) e = cudaEventCreate(&ev[1]);
+  if (e == cudaSuccess) e = cudaEventRecord(ev[0], h3_cuda_stream(be));
+  if (e != cudaSuccess) {
+    if (ev[0]) cudaEventDestroy(ev[0]);
+    if (ev[1]) cudaEventDestroy(ev[1]);
+    free(ev);
+    (void)cudaGetLastError();
+    return h3_cuda_fail(e, "timer", "cudaEventRecord");
+  }
+  *timer = ev;
+  return H3_OK;
+}
+
+static h3_status cuda_timer_stop(h3_backend *be, void *timer, double *ms) {
+  *ms = 0;
+  if (!timer) return h3_fail(H3_ERR_INVALID, "timer: no timer");
+  cudaEvent_t *ev = timer;
+  h3_status s = h3_cuda_enter(be, "timer");
+  cudaError_t e = cudaSuccess;
+  float f = 0;
+  if (s == H3_OK) {
+    e = cudaEventRecord(ev[1], h3_cuda_stream(be));
+    if (e == cudaSuccess) e = cudaEventSynchronize(ev[1]);
+    if (e == cudaSuccess) e = cudaEventElapsedTime(&f, ev[0], ev[1]);
+    if (e != cudaSuccess) s = h3_cuda_fail(e, "timer", "cudaEventElapsedTime");
+  }
+  cudaEventDestroy(ev[0]);
+  cudaEventDestroy(ev[1]);
+  free(ev);
+  (void)cudaGetLastError();
+  *ms = f;
+  return s;
+}
+
+static h3_status cuda_mem_stats(h3_backend *be, bool reset_peak, h3_backend_mem *out) {
+  memset(out, 0, sizeof *out);
+  H3_TRY(h3_cuda_enter(be, "memory stats"));
+  h3_cuda_impl *c = h3_cuda_impl_of(be);
+  size_t fr = 0, tot = 0;
+  H3_CUDA_TRY("memory stats", cudaMemGetInfo(&fr, &tot));
+  out->device_total = tot;
+  out->device_used = tot - fr;
+  out->alloc_now = c->dev_bytes;
+  out->alloc_peak = c->dev_peak;
+  out->weights = c->wbytes;
+  if (reset_peak) c->dev_peak = c->dev_bytes;
+  return H3_OK;
+}
+
 static const h3_backend_ops cuda_ops = {
     .alloc = cuda_alloc,
     .free = cuda_free,
     .upload = cuda_upload,
     .download = cuda_download,
     .sync = cuda_sync,
+    .stream = cuda_stream_op,
     .linear = h3_cuda_linear,
     .rmsnorm = h3_cuda_rmsnorm,
     .rmsnorm_modulate = h3_cuda_rmsnorm_modulate,
@@ -492,6 +623,10 @@ static const h3_backend_ops cuda_ops = {
     .channel_affine = h3_cuda_channel_affine,
     .add_div = h3_cuda_add_div,
     .tanh_clamp = h3_cuda_tanh_clamp,
+    .timer_start = cuda_timer_start,
+    .timer_stop = cuda_timer_stop,
+    .mem_stats = cuda_mem_stats,
+    .release_weights = h3_cuda_weight_cache_clear,
 };
 
 #define CREATE_TRY(call)                                         \
@@ -517,6 +652,10 @@ static const h3_backend_ops cuda_ops = {
     }                                                            \
   } while (0)
 
+int h3_backend_cuda_device(const h3_backend *be) {
+  return be && be->ops == &cuda_ops ? ((const h3_cuda_impl *)be->impl)->device : -1;
+}
+
 h3_status h3_backend_cuda_create(int device, h3_backend **out) {
   *out = NULL;
   int n = 0;
@@ -540,7 +679,9 @@ h3_status h3_backend_cuda_create(int device, h3_backend **out) {
   CREATE_TRY(cudaSetDevice(device));
   CREATE_TRY(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device));
   CREATE_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamDefault));
+  h3_cuda_forget_foreign();
   CREATE_TRY(cudaMalloc((void **)&c->flag, sizeof(int)));
+  h3_cuda_track(c, c->flag, sizeof(int));
   CREATE_TRY(cudaMemsetAsync(c->flag, 0, sizeof(int), c->stream));
   cublasLtHandle_t lt = NULL;
   CREATE_BLAS_TRY(cublasLtCreate(&lt));
@@ -552,6 +693,7 @@ h3_status h3_backend_cuda_create(int device, h3_backend **out) {
   CREATE_BLAS_TRY(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH)); /* no TF32 in f32 GEMMs */
   c->lt_ws_bytes = LT_WORKSPACE_BYTES;
   CREATE_TRY(cudaMalloc(&c->lt_ws, c->lt_ws_bytes));
+  h3_cuda_track(c, c->lt_ws, c->lt_ws_bytes);
   /* pinned staging is an optimization: without it, transfers go direct */
   c->stage_bytes = STAGE_BYTES;
   for (int i = 0; i < 2; i++) {
@@ -565,6 +707,16 @@ h3_status h3_backend_cuda_create(int device, h3_backend **out) {
         c->stage_ev[j] = NULL;
       }
       break;
+    }
+  }
+  const char *sy = getenv("H3_SYNTHETIC_WEIGHTS");
+  c->synthetic = sy && *sy && strcmp(sy, "0") != 0;
+  if (c->synthetic) {
+    static int warned;
+    if (!warned) {
+      warned = 1;
+      H3_LOGW("synthetic weights: outputs are noise; timing only (H3_SYNTHETIC_WEIGHTS is set: the CUDA backend "
+              "generates every host weight on the GPU instead of reading the checkpoint)");
     }
   }
   const char *gm = getenv("H3_CUDA_GEMM");

@@ -1,5 +1,8 @@
 /* CUDA backend: error helpers and host-side argument checks. */
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend/op_checks.h"
 #include "backend/cuda/cuda_internal.h"
@@ -31,15 +34,137 @@ static const char *dt_name(h3_dtype dt) {
   return s ? s : "?";
 }
 
+/* ---- device-pointer registry ----------------------------------------------
+ * Every device buffer the backends cudaMalloc themselves is recorded here
+ * (start, end, owner), sorted by start, so that the per-op check "is this
+ * activation device memory" is a binary search instead of a
+ * cudaPointerGetAttributes call.  Pointers found nowhere fall back to
+ * cudaPointerGetAttributes; those it reports as device memory (buffers
+ * allocated outside the backends, e.g. by tests) are remembered by address in
+ * a small table, forgotten whenever a backend is created or destroyed.  Host
+ * pointers are never remembered (they are the error path, and host addresses
+ * may later be reused).  Shared by all CUDA backends of the process (ranks may
+ * run on threads): one mutex. */
+
+typedef struct dev_range {
+  uintptr_t lo, hi;
+  h3_cuda_impl *owner;
+} dev_range;
+
+#define FOREIGN_SLOTS 32
+static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static dev_range *g_reg;
+static size_t g_nreg, g_capreg;
+static uintptr_t g_foreign[FOREIGN_SLOTS];
+static unsigned g_foreign_next;
+
+/* First range with lo > p. */
+static size_t reg_upper(uintptr_t p) {
+  size_t lo = 0, hi = g_nreg;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (g_reg[mid].lo <= p)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+static void account(h3_cuda_impl *c, size_t bytes, bool add) {
+  if (!c) return;
+  if (add) {
+    c->dev_bytes += bytes;
+    if (c->dev_bytes > c->dev_peak) c->dev_peak = c->dev_bytes;
+  } else {
+    c->dev_bytes = bytes > c->dev_bytes ? 0 : c->dev_bytes - bytes;
+  }
+}
+
+void h3_cuda_track(h3_cuda_impl *c, void *p, size_t bytes) {
+  if (!p) return;
+  uintptr_t lo = (uintptr_t)p;
+  pthread_mutex_lock(&g_reg_mu);
+  if (g_nreg == g_capreg) {
+    size_t cap = g_capreg ? 2 * g_capreg : 256;
+    dev_range *r = realloc(g_reg, cap * sizeof *r);
+    if (!r) { /* untracked: lookups fall back to cudaPointerGetAttributes */
+      pthread_mutex_unlock(&g_reg_mu);
+      return;
+    }
+    g_reg = r;
+    g_capreg = cap;
+  }
+  size_t i = reg_upper(lo);
+  if (i > 0 && g_reg[i - 1].lo == lo) { /* a stale entry of the same start (freed untracked): replace */
+    account(g_reg[i - 1].owner, g_reg[i - 1].hi - g_reg[i - 1].lo, false);
+    i--;
+  } else {
+    memmove(g_reg + i + 1, g_reg + i, (g_nreg - i) * sizeof *g_reg);
+    g_nreg++;
+  }
+  g_reg[i] = (dev_range){lo, lo + (bytes ? bytes : 1), c};
+  account(c, bytes ? bytes : 1, true);
+  pthread_mutex_unlock(&g_reg_mu);
+}
+
+void h3_cuda_untrack(void *p) {
+  if (!p) return;
+  uintptr_t lo = (uintptr_t)p;
+  pthread_mutex_lock(&g_reg_mu);
+  size_t i = reg_upper(lo);
+  if (i > 0 && g_reg[i - 1].lo == lo) {
+    account(g_reg[i - 1].owner, g_reg[i - 1].hi - g_reg[i - 1].lo, false);
+    memmove(g_reg + i - 1, g_reg + i, (g_nreg - i) * sizeof *g_reg);
+    g_nreg--;
+  }
+  pthread_mutex_unlock(&g_reg_mu);
+}
+
+void h3_cuda_untrack_owner(h3_cuda_impl *c) {
+  pthread_mutex_lock(&g_reg_mu);
+  size_t k = 0;
+  for (size_t i = 0; i < g_nreg; i++)
+    if (g_reg[i].owner != c) g_reg[k++] = g_reg[i];
+  g_nreg = k;
+  memset(g_foreign, 0, sizeof g_foreign);
+  pthread_mutex_unlock(&g_reg_mu);
+}
+
+void h3_cuda_forget_foreign(void) {
+  pthread_mutex_lock(&g_reg_mu);
+  memset(g_foreign, 0, sizeof g_foreign);
+  pthread_mutex_unlock(&g_reg_mu);
+}
+
+cudaError_t h3_cuda_dev_free(void *p) {
+  if (!p) return cudaSuccess;
+  h3_cuda_untrack(p);
+  return cudaFree(p);
+}
+
 bool h3_cuda_is_device_ptr(const void *p) {
   if (!p) return false;
+  const uintptr_t a0 = (uintptr_t)p;
+  pthread_mutex_lock(&g_reg_mu);
+  size_t i = reg_upper(a0);
+  bool known = i > 0 && a0 < g_reg[i - 1].hi;
+  for (int k = 0; !known && k < FOREIGN_SLOTS; k++) known = g_foreign[k] == a0;
+  pthread_mutex_unlock(&g_reg_mu);
+  if (known) return true;
   struct cudaPointerAttributes a;
   cudaError_t e = cudaPointerGetAttributes(&a, p);
   if (e != cudaSuccess) {
     (void)cudaGetLastError(); /* older runtimes flag unregistered host memory as an error: clear it */
     return false;
   }
-  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+  bool dev = a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+  if (dev) {
+    pthread_mutex_lock(&g_reg_mu);
+    g_foreign[g_foreign_next++ % FOREIGN_SLOTS] = a0;
+    pthread_mutex_unlock(&g_reg_mu);
+  }
+  return dev;
 }
 
 h3_status h3_cuda_check_mat(const h3_tensor *t, unsigned mask, const char *op, const char *name) {

@@ -74,6 +74,7 @@ typedef struct h3_cuda_wentry {
   void *dev;         /* device copy of [host, host + bytes), or NULL (only the widening kept) */
   float *wide;       /* f32 widening of the span read as wide_dt elements, or NULL */
   h3_dtype wide_dt;  /* dtype the widening was made from */
+  void *narrow;      /* bf16 narrowing (RNE) of an F32 span, or NULL (backend narrow_weights) */
   /* first and last nfp (<= 16) bytes of the span when uploaded: every lookup
    * compares the first (and the last, for the whole span), so host memory
    * unmapped and mapped again with other data is uploaded anew */
@@ -100,6 +101,10 @@ typedef struct h3_cuda_impl {
   size_t stage_bytes;
   int *flag;         /* device int: H3_CUDA_FLAG_* of the first bad index */
   int sm_count;
+  size_t dev_bytes, dev_peak; /* device bytes this backend holds through tracked allocations, high-water */
+  void *lt_cache;    /* cuBLASLt descriptors + algorithms by problem (cuda_linear.c) */
+  bool synthetic;    /* H3_SYNTHETIC_WEIGHTS=1: host weights are replaced by generated values */
+  uint64_t synth_serial;
 } h3_cuda_impl;
 
 static inline h3_cuda_impl *h3_cuda_impl_of(h3_backend *be) { return (h3_cuda_impl *)be->impl; }
@@ -144,6 +149,9 @@ size_t h3_cuda_weight_cache_bytes(h3_backend *be);
  * weights; NULL on failure with the error message set.  A device-resident w
  * is returned as is when want is its dtype (or F32 storage), else fails. */
 const void *h3_cuda_weight_ptr(h3_backend *be, const h3_tensor *w, h3_dtype want);
+/* A bf16 copy (round to nearest even) of an F32 host weight, made once from
+ * its device copy and cached with it (be->narrow_weights). */
+h3_status h3_cuda_weight_bf16(h3_backend *be, const h3_tensor *t, const char *op, const char *name, const void **dev);
 void h3_cuda_weight_cache_clear(h3_backend *be);
 /* GEMMs run so far through cuBLASLt and through cublasGemmEx (diagnostics, tests). */
 void h3_cuda_gemm_counts(h3_backend *be, uint64_t *lt, uint64_t *ex);
@@ -155,8 +163,26 @@ void h3_cuda_gemm_counts(h3_backend *be, uint64_t *lt, uint64_t *ex);
 #define H3_CUDA_FLOAT (H3_CUDA_ACT | H3_CUDA_DT(H3_DT_F16))
 #define H3_CUDA_ANY 0u
 
-/* Whether p is device (or managed) memory of the CUDA runtime. */
+/* Whether p is device (or managed) memory of the CUDA runtime: a lookup in the
+ * registry of the backends' own device buffers, else cudaPointerGetAttributes
+ * (device answers remembered by address). */
 bool h3_cuda_is_device_ptr(const void *p);
+/* The registry (cuda_check.c): record a device buffer the backend c allocated
+ * (bytes counted in c->dev_bytes / dev_peak), forget one (by its start),
+ * forget all of c's (at destroy) and the remembered outside pointers.
+ * h3_cuda_dev_free = untrack + cudaFree. */
+void h3_cuda_track(h3_cuda_impl *c, void *p, size_t bytes);
+void h3_cuda_untrack(void *p);
+void h3_cuda_untrack_owner(h3_cuda_impl *c);
+void h3_cuda_forget_foreign(void);
+cudaError_t h3_cuda_dev_free(void *p);
+/* cuBLASLt descriptor cache of cuda_linear.c: freed at destroy. */
+void h3_cuda_linear_cache_free(h3_cuda_impl *c);
+/* Synthetic weights (cuda_synth.cu): fill n elements of dtype dt at dst
+ * with deterministic pseudo-random values from seed: ndim <= 1: 1 + 0.02 N(0,1);
+ * else N(0, 1/last_dim).  Non-float dtypes are zeroed. */
+h3_status h3_cuda_synth_fill(cudaStream_t s, void *dst, h3_dtype dt, size_t n, int ndim, int64_t last_dim,
+                             uint64_t seed);
 /* A 2-D [rows, cols] tensor whose dtype is in `mask` (H3_CUDA_ANY: any sized
  * dtype), unit column stride, row stride >= cols. */
 h3_status h3_cuda_check_mat(const h3_tensor *t, unsigned mask, const char *op, const char *name);

@@ -22,6 +22,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_internal.h"
@@ -69,32 +70,75 @@ typedef struct gemm_args {
   const void *bias; /* BF16 [N] for the cuBLASLt epilogue (y BF16), or NULL */
 } gemm_args;
 
-/* cuBLASLt; *done false (and H3_OK) when it offers no algorithm for the problem
- * or the matmul refuses it (the caller then uses another path). */
-static h3_status gemm_lt(h3_cuda_impl *c, const gemm_args *g, bool *done) {
-  *done = false;
+/* ---- cuBLASLt plans: descriptor, layouts and the heuristic's algorithm per
+ * problem, built once and kept in a small per-backend table (LRU).  The key is
+ * everything the old per-call setup depended on: sizes, leading dimensions,
+ * dtypes, the bias epilogue and the pointer alignments given to the heuristic.
+ * The bias pointer itself is set on the cached descriptor at each call. */
+
+#define LT_PLANS 64
+
+typedef struct lt_key {
+  int64_t M, N, K, ldx, ldw, ldy;
+  int32_t xt, wt, yt, bias;
+  uint32_t aa, ab, ac, abias;
+} lt_key;
+
+typedef struct lt_plan {
+  lt_key key;
+  bool used, ok; /* ok false: cuBLASLt offered no algorithm (the caller falls back) */
+  uint64_t last;
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t la, lb, lc;
+  cublasLtMatmulAlgo_t algo;
+} lt_plan;
+
+typedef struct lt_cache {
+  lt_plan p[LT_PLANS];
+  uint64_t tick;
+} lt_cache;
+
+static void plan_release(lt_plan *p) {
+  if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+  if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+  if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+  if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+  memset(p, 0, sizeof *p);
+}
+
+void h3_cuda_linear_cache_free(h3_cuda_impl *c) {
+  lt_cache *lc = c->lt_cache;
+  if (!lc) return;
+  for (int i = 0; i < LT_PLANS; i++)
+    if (lc->p[i].used) plan_release(&lc->p[i]);
+  free(lc);
+  c->lt_cache = NULL;
+}
+
+/* Build plan p for key k (descriptor, layouts, heuristic); s != H3_OK only for a cuBLASLt setup failure. */
+static h3_status plan_build(h3_cuda_impl *c, const lt_key *k, const gemm_args *g, lt_plan *p) {
   h3_status s = H3_OK;
   cublasLtHandle_t lt = (cublasLtHandle_t)c->lt;
-  cublasLtMatmulDesc_t desc = NULL;
-  cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
   cublasLtMatmulPreference_t pref = NULL;
-  BLAS_TRY(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  memset(p, 0, sizeof *p);
+  p->key = *k;
+  BLAS_TRY(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  BLAS_TRY(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  BLAS_TRY(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  BLAS_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  BLAS_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
   if (g->bias) {
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
     int32_t bt = CUDA_R_16BF;
-    BLAS_TRY(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    BLAS_TRY(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias));
-    BLAS_TRY(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    BLAS_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    BLAS_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias));
+    BLAS_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
   }
-  BLAS_TRY(cublasLtMatrixLayoutCreate(&la, g->wt, (uint64_t)g->K, (uint64_t)g->N, g->ldw));
-  BLAS_TRY(cublasLtMatrixLayoutCreate(&lb, g->xt, (uint64_t)g->K, (uint64_t)g->M, g->ldx));
-  BLAS_TRY(cublasLtMatrixLayoutCreate(&lc, g->yt, (uint64_t)g->N, (uint64_t)g->M, g->ldy));
+  BLAS_TRY(cublasLtMatrixLayoutCreate(&p->la, g->wt, (uint64_t)g->K, (uint64_t)g->N, g->ldw));
+  BLAS_TRY(cublasLtMatrixLayoutCreate(&p->lb, g->xt, (uint64_t)g->K, (uint64_t)g->M, g->ldx));
+  BLAS_TRY(cublasLtMatrixLayoutCreate(&p->lc, g->yt, (uint64_t)g->N, (uint64_t)g->M, g->ldy));
   BLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
   uint64_t ws = c->lt_ws_bytes;
-  uint32_t aa = ptr_align(g->w), ab = ptr_align(g->x), ac = ptr_align(g->y);
+  uint32_t aa = k->aa, ab = k->ab, ac = k->ac;
   BLAS_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
   BLAS_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof aa));
   BLAS_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof ab));
@@ -103,11 +147,53 @@ static h3_status gemm_lt(h3_cuda_impl *c, const gemm_args *g, bool *done) {
   cublasLtMatmulHeuristicResult_t res;
   memset(&res, 0, sizeof res);
   int nres = 0;
-  cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 1, &res, &nres);
-  if (hs != CUBLAS_STATUS_SUCCESS || nres < 1 || res.state != CUBLAS_STATUS_SUCCESS) goto done; /* no algorithm */
+  cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &nres);
+  p->ok = hs == CUBLAS_STATUS_SUCCESS && nres >= 1 && res.state == CUBLAS_STATUS_SUCCESS;
+  if (p->ok) p->algo = res.algo;
+done:
+  if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  if (s != H3_OK) plan_release(p);
+  return s;
+}
+
+/* cuBLASLt; *done false (and H3_OK) when it offers no algorithm for the problem
+ * or the matmul refuses it (the caller then uses another path). */
+static h3_status gemm_lt(h3_cuda_impl *c, const gemm_args *g, bool *done) {
+  *done = false;
+  h3_status s = H3_OK;
+  lt_key k;
+  memset(&k, 0, sizeof k); /* padding too: keys are compared with memcmp */
+  k.M = g->M, k.N = g->N, k.K = g->K, k.ldx = g->ldx, k.ldw = g->ldw, k.ldy = g->ldy;
+  k.xt = (int32_t)g->xt, k.wt = (int32_t)g->wt, k.yt = (int32_t)g->yt, k.bias = g->bias != NULL;
+  k.aa = ptr_align(g->w), k.ab = ptr_align(g->x), k.ac = ptr_align(g->y), k.abias = g->bias ? ptr_align(g->bias) : 0;
+  lt_cache *lc = c->lt_cache;
+  if (!lc) {
+    lc = calloc(1, sizeof *lc);
+    if (!lc) return h3_fail(H3_ERR_NOMEM, "linear: cuBLASLt plan cache");
+    c->lt_cache = lc;
+  }
+  lt_plan *p = NULL, *victim = &lc->p[0];
+  for (int i = 0; i < LT_PLANS; i++) {
+    lt_plan *q = &lc->p[i];
+    if (q->used && !memcmp(&q->key, &k, sizeof k)) {
+      p = q;
+      break;
+    }
+    if (!q->used ? victim->used : (victim->used && q->last < victim->last)) victim = q;
+  }
+  if (!p) {
+    if (victim->used) plan_release(victim);
+    H3_TRY(plan_build(c, &k, g, victim));
+    victim->used = true;
+    p = victim;
+  }
+  p->last = ++lc->tick;
+  if (!p->ok) return H3_OK; /* no algorithm */
+  if (g->bias)
+    BLAS_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias));
   float alpha = 1.0f, beta = 0.0f;
-  cublasStatus_t ms = cublasLtMatmul(lt, desc, &alpha, g->w, la, g->x, lb, &beta, g->y, lc, g->y, lc, &res.algo,
-                                     c->lt_ws, c->lt_ws_bytes, c->stream);
+  cublasStatus_t ms = cublasLtMatmul((cublasLtHandle_t)c->lt, p->desc, &alpha, g->w, p->la, g->x, p->lb, &beta, g->y,
+                                     p->lc, g->y, p->lc, &p->algo, c->lt_ws, c->lt_ws_bytes, c->stream);
   if (ms != CUBLAS_STATUS_SUCCESS) { /* e.g. NOT_SUPPORTED for this layout: the caller falls back */
     H3_LOGD("linear: cublasLtMatmul returned %s for [%lld x %lld x %lld]: falling back", cublasGetStatusName(ms),
             (long long)g->M, (long long)g->K, (long long)g->N);
@@ -116,11 +202,6 @@ static h3_status gemm_lt(h3_cuda_impl *c, const gemm_args *g, bool *done) {
   *done = true;
   c->n_lt++;
 done:
-  if (pref) cublasLtMatmulPreferenceDestroy(pref);
-  if (lc) cublasLtMatrixLayoutDestroy(lc);
-  if (lb) cublasLtMatrixLayoutDestroy(lb);
-  if (la) cublasLtMatrixLayoutDestroy(la);
-  if (desc) cublasLtMatmulDescDestroy(desc);
   return s;
 }
 
@@ -175,9 +256,16 @@ h3_status h3_cuda_linear(h3_backend *be, const h3_tensor *x, const h3_tensor *w,
   if (K == 0) /* y = bias (or 0) */
     return h3_cuda_convert_rows(be, op, NULL, H3_DT_F32, 0, y->data, y->dtype, ldy, M, N, bdev, bdt, emu);
 
-  const bool bf16_gemm = x->dtype == H3_DT_BF16 && w->dtype == H3_DT_BF16;
+  /* narrow_weights: F32 host weights (contiguous rows) through their cached bf16 copy */
+  const bool narrow = x->dtype == H3_DT_BF16 && w->dtype == H3_DT_F32 && be->narrow_weights &&
+                      w->stride[1] == 1 && !h3_cuda_is_device_ptr(w->data);
+  const bool bf16_gemm = x->dtype == H3_DT_BF16 && (w->dtype == H3_DT_BF16 || narrow);
   gemm_args g = {.M = M, .N = N, .K = K, .ldw = h3_cuda_ld(w)};
-  if (bf16_gemm) {
+  if (narrow) {
+    H3_TRY(h3_cuda_weight_bf16(be, w, op, "weight", &g.w));
+    g.wt = CUDA_R_16BF;
+    g.xt = CUDA_R_16BF;
+  } else if (bf16_gemm) {
     H3_TRY(h3_cuda_weight(be, w, op, "weight", &g.w));
     g.wt = CUDA_R_16BF;
     g.xt = CUDA_R_16BF;

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# On the GPU machine (device tool): h3 generate at the released sizes with synthetic weights, for
+# timing.  Builds a full-size SPARSE snapshot (real names, shapes, configs and tokenizer; no data) in
+# /tmp from .devsnap/meta (tools/device/make_sparse_snapshot.py), then runs
+#   H3_SYNTHETIC_WEIGHTS=1 h3 generate --device cuda --profile  (960x544, 124 frames = 5.2 s)
+# whose CUDA backend generates every weight on the GPU instead of reading the files: outputs are
+# noise, the timing and memory figures are the real ones.  Output: the raw clip as .safetensors
+# (the bundle is built without FFmpeg).  Logs and the profile table go to $OUT.
+#   here:   bash tools/device/make_bundle.sh && bash tools/device/prep_real_shape.sh
+#   device: run(command="bash tools/device/real_shape_run.sh", carry=[".devbundle", ".devsnap"], timeout_s=600)
+# Environment: STEPS (grid points, default 3 = 2 DiT forwards), SIZE (960x544), FRAMES (124), AUDIO=0 to skip it.
+set -uo pipefail
+final=${OUT:-/tmp/h3out}; mkdir -p "$final"
+root=/tmp/h3dev; rm -rf "$root"; mkdir -p "$root"
+tar -xJf .devbundle/bundle.tar.xz -C "$root"
+export LD_LIBRARY_PATH="$root/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+bin=$root/bin
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$final/gpu.txt"
+snap=/tmp/h3snap; rm -rf "$snap"
+python3 tools/device/make_sparse_snapshot.py .devsnap/meta "$snap" 2>&1 | tee "$final/snapshot.log" || exit 1
+du -sh "$snap" | tee -a "$final/snapshot.log"; du -sh --apparent-size "$snap" | tee -a "$final/snapshot.log"
+"$bin/h3" info "$snap" >"$final/info.txt" 2>&1
+audio=(); [ "${AUDIO:-1}" = 0 ] && audio=(--no-audio)
+t0=$(date +%s)
+H3_SYNTHETIC_WEIGHTS=1 "$bin/h3" generate --device cuda --profile --plain --model "$snap" \
+  -p "a red fox trotting through fresh snow at dawn, the camera following low to the ground" \
+  --size "${SIZE:-960x544}" --frames "${FRAMES:-124}" --steps "${STEPS:-3}" --seed 1 "${audio[@]}" \
+  -o /tmp/real_shape_clip.safetensors 2>&1 | tee "$final/real_shape.log"
+rc=${PIPESTATUS[0]}
+echo "h3 generate rc=$rc, $(( $(date +%s) - t0 )) s" | tee -a "$final/real_shape.log"
+nvidia-smi --query-gpu=memory.used --format=csv,noheader >>"$final/gpu.txt"
+rm -f /tmp/real_shape_clip.safetensors
+exit "$rc"
