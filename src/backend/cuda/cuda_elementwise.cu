@@ -34,14 +34,13 @@ extern "C" h3_status h3_cuda_convert_rows(h3_backend *be, const char *op, const 
 
 __global__ void k_swiglu(const void *f, int fdt, int64_t ldf, int64_t gcol, int64_t vcol, void *out, int odt,
                          int64_t ldo, int64_t M, int64_t F, bool rnd) {
-  int64_t n = M * F;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t r = i / F, j = i - r * F;
-    float g = h3k_ld(f, fdt, r * ldf + gcol + j), v = h3k_ld(f, fdt, r * ldf + vcol + j);
-    float s = g / (1.0f + expf(-g));
-    float o = rnd ? h3k_bf(v * h3k_bf(s)) : v * s;
-    h3k_st(out, odt, r * ldo + j, o);
-  }
+  for (int64_t r = blockIdx.x; r < M; r += gridDim.x)
+    for (int64_t j = threadIdx.x; j < F; j += blockDim.x) {
+      float g = h3k_ld(f, fdt, r * ldf + gcol + j), v = h3k_ld(f, fdt, r * ldf + vcol + j);
+      float s = g / (1.0f + expf(-g));
+      float o = rnd ? h3k_bf(v * h3k_bf(s)) : v * s;
+      h3k_st(out, odt, r * ldo + j, o);
+    }
 }
 
 __global__ void k_silu(void *x, int dt, int64_t ld, int64_t M, int64_t D, bool rnd) {
@@ -79,7 +78,7 @@ extern "C" h3_status h3_cuda_swiglu(h3_backend *be, const h3_tensor *f, int64_t 
   if (M == 0 || F == 0) return H3_OK;
   if (h3_cuda_overlap(f, out)) return h3_fail(H3_ERR_INVALID, "swiglu: out overlaps f");
   bool rnd = be->emulate_bf16 || out->dtype == H3_DT_BF16;
-  k_swiglu<<<h3k_blocks(M * F), H3K_THREADS, 0, h3_cuda_stream(be)>>>(f->data, f->dtype, h3_cuda_ld(f), gate_col,
+  k_swiglu<<<h3k_row_blocks(M), H3K_THREADS, 0, h3_cuda_stream(be)>>>(f->data, f->dtype, h3_cuda_ld(f), gate_col,
                                                                        value_col, out->data, out->dtype,
                                                                        h3_cuda_ld(out), M, F, rnd);
   return h3_cuda_launched(op, "k_swiglu");

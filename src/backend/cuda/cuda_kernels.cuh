@@ -58,6 +58,13 @@ __device__ __forceinline__ double h3k_block_sum(double v, double *sh) {
 }
 
 /* Blocks for a flat grid-stride loop over n elements. */
+/* Row-wise kernels: one block per row (grid-stride over rows), threads stride the columns;
+ * no 64-bit division per element. */
+static inline unsigned h3k_row_blocks(int64_t rows) {
+  if (rows < 1) return 1;
+  return (unsigned)(rows < (1 << 20) ? rows : (1 << 20));
+}
+
 static inline unsigned h3k_blocks(int64_t n) {
   int64_t b = (n + H3K_THREADS - 1) / H3K_THREADS;
   if (b < 1) b = 1;

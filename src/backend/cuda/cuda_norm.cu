@@ -157,22 +157,22 @@ extern "C" h3_status h3_cuda_rmsnorm_modulate(h3_backend *be, const h3_tensor *x
 __global__ void k_gated(void *x, int xdt, int64_t ldx, const void *y, int ydt, int64_t ldy, const void *table,
                         int tdt, int64_t ldt, int64_t trows, int64_t gate_col, const int32_t *idx, int64_t M,
                         int64_t D, bool rnd, int *flag) {
-  int64_t n = M * D;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t r = i / D, j = i - r * D;
-    float yv = h3k_ld(y, ydt, r * ldy + j), xv = h3k_ld(x, xdt, r * ldx + j), v;
-    if (table) {
-      int64_t t = idx[r];
-      if (t < 0 || t >= trows) {
-        h3k_flag(flag, H3_CUDA_FLAG_GATED);
-        continue;
-      }
-      float g = h3k_ld(table, tdt, t * ldt + gate_col + j);
-      v = rnd ? h3k_bf(__fadd_rn(xv, h3k_bf(__fmul_rn(g, yv)))) : __fadd_rn(xv, __fmul_rn(g, yv));
-    } else {
-      v = h3k_rnd(rnd, __fadd_rn(xv, yv));
+  for (int64_t r = blockIdx.x; r < M; r += gridDim.x) {
+    const int64_t t = table ? idx[r] : 0;
+    if (table && (t < 0 || t >= trows)) {
+      if (threadIdx.x == 0) h3k_flag(flag, H3_CUDA_FLAG_GATED);
+      continue;
     }
-    h3k_st(x, xdt, r * ldx + j, v);
+    for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
+      float yv = h3k_ld(y, ydt, r * ldy + j), xv = h3k_ld(x, xdt, r * ldx + j), v;
+      if (table) {
+        float g = h3k_ld(table, tdt, t * ldt + gate_col + j);
+        v = rnd ? h3k_bf(__fadd_rn(xv, h3k_bf(__fmul_rn(g, yv)))) : __fadd_rn(xv, __fmul_rn(g, yv));
+      } else {
+        v = h3k_rnd(rnd, __fadd_rn(xv, yv));
+      }
+      h3k_st(x, xdt, r * ldx + j, v);
+    }
   }
 }
 
@@ -197,7 +197,7 @@ extern "C" h3_status h3_cuda_gated_residual(h3_backend *be, h3_tensor *x, const 
   H3_TRY(h3_cuda_check_idx(idx, M, op));
   if (M == 0 || D == 0) return H3_OK;
   bool rnd = be->emulate_bf16 || x->dtype == H3_DT_BF16;
-  k_gated<<<h3k_blocks(M * D), H3K_THREADS, 0, h3_cuda_stream(be)>>>(
+  k_gated<<<h3k_row_blocks(M), H3K_THREADS, 0, h3_cuda_stream(be)>>>(
       x->data, x->dtype, h3_cuda_ld(x), y->data, y->dtype, h3_cuda_ld(y), table->data, table->dtype,
       h3_cuda_ld(table), table->shape[0], gate_col, static_cast<const int32_t *>(idx->data), M, D, rnd,
       h3_cuda_flag(be));
@@ -211,7 +211,7 @@ extern "C" h3_status h3_cuda_add(h3_backend *be, h3_tensor *x, const h3_tensor *
   int64_t M = x->shape[0], D = x->shape[1];
   if (M == 0 || D == 0) return H3_OK;
   bool rnd = be->emulate_bf16 || x->dtype == H3_DT_BF16;
-  k_gated<<<h3k_blocks(M * D), H3K_THREADS, 0, h3_cuda_stream(be)>>>(x->data, x->dtype, h3_cuda_ld(x), y->data,
+  k_gated<<<h3k_row_blocks(M), H3K_THREADS, 0, h3_cuda_stream(be)>>>(x->data, x->dtype, h3_cuda_ld(x), y->data,
                                                                       y->dtype, h3_cuda_ld(y), NULL, H3_DT_F32, 0, 0,
                                                                       0, NULL, M, D, rnd, h3_cuda_flag(be));
   return h3_cuda_launched(op, "k_gated");

@@ -7,11 +7,13 @@
  *   z'[j+half] = z[j+half] cos[j+half] + z[j] sin[j+half]       j < half
  * channels >= rot pass through.  "rnd" (be->emulate_bf16 or BF16 storage):
  * normalized values rounded before the rotation, cos/sin rounded, each
- * product and the sum rounded.  One block per (row, head); the head is staged
- * in shared memory so the rotation reads normalized values. */
+ * product and the sum rounded.  One warp per (row, head) (a block of 128
+ * threads per item was launch- and barrier-bound at the DiT's 4M items); the
+ * head is staged in the warp's slice of shared memory so the rotation reads
+ * normalized values. */
 #include "backend/cuda/cuda_kernels.cuh"
 
-#define ROPE_THREADS 128
+#define ROPE_WARPS 8 /* (row, head) items per block, one per warp */
 
 struct rope_args {
   void *qkv;
@@ -29,11 +31,13 @@ struct rope_args {
 };
 
 __global__ void k_qk_norm_rope(rope_args a) {
-  extern __shared__ float z[]; /* [D] */
-  __shared__ double sh[32];
+  extern __shared__ float zs[]; /* [ROPE_WARPS][D] */
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float *z = zs + (size_t)warp * a.D;
   const int nh = a.heads + a.kv_heads;
-  const int64_t nblk = a.S * nh;
-  for (int64_t b = blockIdx.x; b < nblk; b += gridDim.x) {
+  const int64_t nitems = a.S * nh;
+  /* b depends on the warp only, so every lane of a warp runs the same iterations (shuffles are safe) */
+  for (int64_t b = (int64_t)blockIdx.x * ROPE_WARPS + warp; b < nitems; b += (int64_t)gridDim.x * ROPE_WARPS) {
     const int64_t s = b / nh;
     const int i = (int)(b - s * nh);
     const int64_t base = s * a.ld + (i < a.heads ? a.q_off + (int64_t)i * a.head_stride
@@ -41,21 +45,21 @@ __global__ void k_qk_norm_rope(rope_args a) {
     const void *w = i < a.heads ? a.qw : a.kw;
     const int wdt = i < a.heads ? a.qwdt : a.kwdt;
     double acc = 0.0;
-    for (int j = threadIdx.x; j < a.D; j += blockDim.x) {
+    for (int j = lane; j < a.D; j += 32) {
       float v = h3k_ld(a.qkv, a.dt, base + j);
       z[j] = v;
       acc += (double)v * (double)v;
     }
-    acc = h3k_block_sum(acc, sh);
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
     const float inv = (float)(1.0 / sqrt(acc / (double)a.D + (double)a.eps));
-    for (int j = threadIdx.x; j < a.D; j += blockDim.x) {
+    for (int j = lane; j < a.D; j += 32) {
       float v = z[j] * inv;
       if (w) v = v * h3k_ld(w, wdt, j);
       z[j] = h3k_rnd(a.rnd, v);
     }
-    __syncthreads();
+    __syncwarp();
     const int half = a.cos ? (int)(a.rot / 2) : 0;
-    for (int j = threadIdx.x; j < half; j += blockDim.x) {
+    for (int j = lane; j < half; j += 32) {
       const float x0 = z[j], x1 = z[j + half];
       float c0 = h3k_ld(a.cos, a.cdt, s * a.ldc + j), s0 = h3k_ld(a.sin, a.sdt, s * a.lds + j);
       float c1 = h3k_ld(a.cos, a.cdt, s * a.ldc + j + half), s1 = h3k_ld(a.sin, a.sdt, s * a.lds + j + half);
@@ -71,8 +75,8 @@ __global__ void k_qk_norm_rope(rope_args a) {
       h3k_st(a.qkv, a.dt, base + j, o0);
       h3k_st(a.qkv, a.dt, base + j + half, o1);
     }
-    for (int j = 2 * half + threadIdx.x; j < a.D; j += blockDim.x) h3k_st(a.qkv, a.dt, base + j, z[j]);
-    __syncthreads(); /* z is reused by the next (row, head) of this block */
+    for (int j = 2 * half + lane; j < a.D; j += 32) h3k_st(a.qkv, a.dt, base + j, z[j]);
+    __syncwarp(); /* z is reused by the warp's next (row, head) */
   }
 }
 
@@ -119,10 +123,10 @@ extern "C" h3_status h3_cuda_qk_norm_rope(h3_backend *be, h3_tensor *qkv, const 
     a.kwdt = kw->dtype;
   }
   if (S == 0) return H3_OK;
-  size_t smem = (size_t)D * sizeof(float);
+  size_t smem = (size_t)D * sizeof(float) * ROPE_WARPS;
   if (smem > 48 * 1024) return h3_fail(H3_ERR_UNSUPPORTED, "%s: head_dim %lld is too large", op, (long long)D);
-  int64_t nblk = S * (a.heads + a.kv_heads);
+  const int64_t nitems = S * (a.heads + a.kv_heads), nblk = (nitems + ROPE_WARPS - 1) / ROPE_WARPS;
   unsigned grid = (unsigned)(nblk < 65535 * 32 ? nblk : 65535 * 32);
-  k_qk_norm_rope<<<grid, ROPE_THREADS, smem, h3_cuda_stream(be)>>>(a);
+  k_qk_norm_rope<<<grid, ROPE_WARPS * 32, smem, h3_cuda_stream(be)>>>(a);
   return h3_cuda_launched(op, "k_qk_norm_rope");
 }
