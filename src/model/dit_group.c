@@ -163,6 +163,10 @@ fail:
 
 int h3_dit_group_size(const h3_dit_group *g) { return g ? g->P : 0; }
 
+h3_backend *h3_dit_group_backend(const h3_dit_group *g, int r) {
+  return g && r >= 0 && r < g->P ? g->dits[r]->be : NULL;
+}
+
 /* The workers are idle between forwards, so their DiTs can be touched here. */
 void h3_dit_group_begin_request(h3_dit_group *g) {
   for (int r = 0; g && r < g->P; r++) h3_dit_begin_request(g->dits[r]);

@@ -23,6 +23,8 @@
  * asynchronous backend (CUDA) the next window's first forward is queued
  * before the host stitches the current one. */
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -527,10 +529,98 @@ static h3_status vvae_decode(h3_backend *be, const h3_vvae_weights *w, const h3_
 h3_status h3_vvae_decode(h3_backend *be, const h3_vvae_weights *w, const h3_vvae_decode_opts *opts,
                          const float *latents, int64_t B, int64_t T, int64_t h, int64_t wd, float *frames) {
   if (!be) return h3_fail(H3_ERR_INVALID, "video VAE decode: no backend");
-  const bool saved = be->narrow_weights;
-  be->narrow_weights = opts && opts->half;
+  const int nm = opts && opts->more_backends ? opts->n_more : 0;
+  if (nm < 0 || nm > 63) return h3_fail(H3_ERR_INVALID, "video VAE decode: %d further backends", nm);
+  bool saved[64];
+  h3_backend *all[64];
+  all[0] = be;
+  for (int r = 1; r <= nm; r++) {
+    all[r] = opts->more_backends[r - 1];
+    if (!all[r]) return h3_fail(H3_ERR_INVALID, "video VAE decode: further backend %d is NULL", r);
+  }
+  for (int r = 0; r <= nm; r++) saved[r] = all[r]->narrow_weights, all[r]->narrow_weights = opts && opts->half;
   h3_status s = vvae_decode(be, w, opts, latents, B, T, h, wd, frames);
-  be->narrow_weights = saved;
+  for (int r = 0; r <= nm; r++) all[r]->narrow_weights = saved[r];
+  return s;
+}
+
+/* ---- several backends: whole windows per rank --------------------------------------- */
+
+typedef struct vv_rank {
+  const vv_plan *pl;
+  vv_ctx c;
+  pthread_mutex_t *fetch_mu; /* fetch widens on the default pool, which takes one caller at a time */
+  int64_t b, ck;             /* the window of this round (ck < 0: none) */
+  h3_status st;
+  char err[512];
+} vv_rank;
+
+/* Every tile batch of one window into c.rows. */
+static h3_status rank_window(vv_rank *rk) {
+  const vv_plan *pl = rk->pl;
+  vv_ctx *c = &rk->c;
+  for (int64_t t0 = 0; t0 < pl->ntiles; t0 += pl->nb) {
+    const int64_t n = pl->ntiles - t0 < pl->nb ? pl->ntiles - t0 : pl->nb;
+    gather_tokens(pl, c, rk->b, rk->ck, t0, n);
+    /* a CPU backend's ops may run on the default pool too: then the whole call is serialized */
+    const bool cpu = c->be->ops->stream == NULL || h3_backend_stream(c->be) == NULL;
+    if (cpu) pthread_mutex_lock(rk->fetch_mu);
+    h3_status s = forward(c, n, pl->tp.window, pl->lh, pl->lw);
+    if (!cpu) pthread_mutex_lock(rk->fetch_mu);
+    if (s == H3_OK) s = fetch(c, c->rows + (size_t)(t0 * pl->P * c->pv));
+    pthread_mutex_unlock(rk->fetch_mu);
+    H3_TRY(s);
+  }
+  return H3_OK;
+}
+
+static void *rank_main(void *arg) {
+  vv_rank *rk = arg;
+  rk->st = rk->ck >= 0 ? rank_window(rk) : H3_OK;
+  if (rk->st != H3_OK) snprintf(rk->err, sizeof rk->err, "%s", h3_last_error());
+  return NULL;
+}
+
+/* Rounds of R windows, window q*R + r on rank r (rank 0 on this thread), then
+ * the host stitches the round's windows in order. */
+static h3_status decode_ranks(const vv_plan *pl, const h3_vvae_weights *w, h3_backend *const *bes, int R,
+                              h3_dtype adt, float *lines, int64_t B) {
+  vv_rank rk[64];
+  memset(rk, 0, sizeof rk);
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  h3_status s = H3_OK;
+  int made = 0;
+  for (; made < R && s == H3_OK; made++) {
+    rk[made].pl = pl;
+    rk[made].fetch_mu = &mu;
+    s = ctx_init(&rk[made].c, bes[made], w, pl->nb, pl->P, pl->ntiles, adt);
+  }
+  const int64_t nwin = B * pl->tp.num_chunks;
+  int64_t done_frames = 0;
+  for (int64_t q0 = 0; s == H3_OK && q0 < nwin; q0 += R) {
+    pthread_t th[64];
+    bool started[64] = {false};
+    for (int r = 0; r < R; r++) {
+      const int64_t k = q0 + r;
+      rk[r].b = k < nwin ? k / pl->tp.num_chunks : 0;
+      rk[r].ck = k < nwin ? k % pl->tp.num_chunks : -1;
+      rk[r].st = H3_OK;
+      if (r > 0 && rk[r].ck >= 0) started[r] = pthread_create(&th[r], NULL, rank_main, &rk[r]) == 0;
+      if (r > 0 && rk[r].ck >= 0 && !started[r]) rank_main(&rk[r]); /* no thread: run it here */
+    }
+    rank_main(&rk[0]);
+    for (int r = 1; r < R; r++)
+      if (started[r]) pthread_join(th[r], NULL);
+    for (int r = 0; r < R && s == H3_OK; r++)
+      if (rk[r].st != H3_OK) s = h3_fail(rk[r].st, "video VAE decode on backend %d: %s", r, rk[r].err);
+    for (int r = 0; r < R && s == H3_OK; r++) {
+      if (rk[r].ck < 0) continue;
+      if (rk[r].ck == 0) done_frames = 0;
+      stitch_window(pl, &rk[r].c, lines, rk[r].b, rk[r].ck, &done_frames);
+    }
+  }
+  for (int r = 0; r < made; r++) ctx_free(&rk[r].c);
+  pthread_mutex_destroy(&mu);
   return s;
 }
 
@@ -574,6 +664,17 @@ static h3_status vvae_decode(h3_backend *be, const h3_vvae_weights *w, const h3_
   h3_dtype adt = opts && opts->half ? be->act_dtype : H3_DT_F32; /* f32 (exact) unless asked otherwise */
   pl.nb = tile_batch(g, want_batch, pl.ntiles, pl.P, h3_dtype_size(adt));
   pl.calls_per_window = (pl.ntiles + pl.nb - 1) / pl.nb;
+  if (opts && opts->n_more > 0) { /* windows spread over several backends */
+    h3_backend *bes[64];
+    bes[0] = be;
+    for (int r = 0; r < opts->n_more; r++) bes[r + 1] = opts->more_backends[r];
+    float *ml = malloc((size_t)h3_threadpool_size(h3_default_pool()) * 3 * (size_t)pl.tx.len * sizeof(float));
+    s = ml ? decode_ranks(&pl, w, bes, opts->n_more + 1, adt, ml, B) : h3_fail(H3_ERR_NOMEM, "video VAE tile rows");
+    free(ml);
+    h3_vvae_tiles_free(&pl.ty);
+    h3_vvae_tiles_free(&pl.tx);
+    return s;
+  }
   vv_ctx c;
   s = ctx_init(&c, be, w, pl.nb, pl.P, pl.ntiles, adt);
   if (s != H3_OK) {

@@ -138,6 +138,11 @@ typedef struct h3_vvae_decode_opts {
                                          depend on it (bit for bit: the GEMMs stay per tile there);
                                          with `half` the big GEMMs see all tiles' rows at once,
                                          which may change the last bit of a value. */
+  h3_backend *const *more_backends;   /* n_more further backends (one per further GPU, each
+                                         used by one thread): the temporal windows are spread
+                                         round-robin over `be` and these; frames are the same
+                                         as on `be` alone (the windows are independent) */
+  int n_more;
 } h3_vvae_decode_opts;
 
 /* Output frame count for t_lat latent frames (error when unsupported, e.g. T <= 2). */

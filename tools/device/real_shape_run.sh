@@ -8,7 +8,8 @@
 # (the bundle is built without FFmpeg).  Logs and the profile table go to $OUT.
 #   here:   bash tools/device/make_bundle.sh && bash tools/device/prep_real_shape.sh
 #   device: run(command="bash tools/device/real_shape_run.sh", carry=[".devbundle", ".devsnap"], timeout_s=600)
-# Environment: STEPS (grid points, default 3 = 2 DiT forwards), SIZE (960x544), FRAMES (124), AUDIO=0 to skip it.
+# Environment: STEPS (grid points, default 3 = 2 DiT forwards), SIZE (960x544), FRAMES (124), AUDIO=0 to skip it,
+# GPUS=N for h3 generate --gpus N (DiT sequence-parallel, video-VAE windows spread).
 set -uo pipefail
 final=${OUT:-/tmp/h3out}; mkdir -p "$final"
 root=/tmp/h3dev; rm -rf "$root"; mkdir -p "$root"
@@ -22,10 +23,14 @@ python3 tools/device/make_sparse_snapshot.py .devsnap/meta "$snap" 2>&1 | tee "$
 du -sh "$snap" | tee -a "$final/snapshot.log"; du -sh --apparent-size "$snap" | tee -a "$final/snapshot.log"
 "$bin/h3" info "$snap" >"$final/info.txt" 2>&1
 audio=(); [ "${AUDIO:-1}" = 0 ] && audio=(--no-audio)
+gpus=(); [ "${GPUS:-1}" != 1 ] && gpus=(--gpus "$GPUS")
+export NCCL_NVLS_ENABLE=0
+nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+[ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$nccl_dir:$LD_LIBRARY_PATH"
 t0=$(date +%s)
 H3_SYNTHETIC_WEIGHTS=1 "$bin/h3" generate --device cuda --profile --plain --model "$snap" \
   -p "a red fox trotting through fresh snow at dawn, the camera following low to the ground" \
-  --size "${SIZE:-960x544}" --frames "${FRAMES:-124}" --steps "${STEPS:-3}" --seed 1 "${audio[@]}" \
+  --size "${SIZE:-960x544}" --frames "${FRAMES:-124}" --steps "${STEPS:-3}" --seed 1 "${audio[@]}" "${gpus[@]}" \
   -o /tmp/real_shape_clip.safetensors 2>&1 | tee "$final/real_shape.log"
 rc=${PIPESTATUS[0]}
 echo "h3 generate rc=$rc, $(( $(date +%s) - t0 )) s" | tee -a "$final/real_shape.log"
