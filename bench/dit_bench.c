@@ -41,6 +41,7 @@
 #include "backend/backend.h"
 #include "backend/backend_select.h"
 #include "bench_fill.h"
+#include "bench_util.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "model/dit.h"
@@ -87,93 +88,20 @@ static const char k_tiny_config[] =
     " \"time_embed_dim\": 40, \"rope_freq_dim\": 4, \"rope_theta\": 10000.0, \"norm_eps\": 1e-05,"
     " \"qk_norm_eps\": 1e-05, \"final_norm_eps\": 1e-05}";
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(const double *v, int n) {
-  double t[64];
-  if (n <= 0) return NAN;
-  if (n > 64) n = 64;
-  memcpy(t, v, (size_t)n * sizeof *t);
-  qsort(t, (size_t)n, sizeof *t, cmp_double);
-  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
-/* ---- synthetic weights ---------------------------------------------------- */
-
-typedef struct wpool {
-  h3_backend *be;
-  int on_device; /* CUDA: fill with the kernel; else on the host */
-  void **ptr;
-  size_t n, cap;
-  size_t bytes;
-  int64_t elems;
-  uint64_t seed;
-} wpool;
-
-static h3_status fill(wpool *wp, void *p, h3_dtype dt, size_t n, float mean, float std) {
-  const int bf16 = dt == H3_DT_BF16;
-  const uint64_t seed = wp->seed++;
-  if (!wp->on_device) {
-    h3_bench_fill_normal_host(p, bf16, n, mean, std, seed);
-    return H3_OK;
-  }
-  int e = h3_bench_fill_normal(p, bf16, n, mean, std, seed);
-  if (e) return h3_fail(H3_ERR_INTERNAL, "random fill of %zu elements: %s", n, h3_bench_cuda_error(e));
-  return H3_OK;
-}
-
-/* A backend-allocated tensor, [d0] (d1 == 0) or [d0, d1], values mean + std N(0, 1). */
-static h3_status wtensor(wpool *wp, h3_dtype dt, int64_t d0, int64_t d1, float mean, float std, h3_tensor *out) {
-  const int64_t n = d1 ? d0 * d1 : d0;
-  const size_t bytes = (size_t)n * h3_dtype_size(dt);
-  if (wp->n == wp->cap) {
-    size_t cap = wp->cap ? 2 * wp->cap : 1024;
-    void **np = realloc(wp->ptr, cap * sizeof *np);
-    if (!np) return h3_fail(H3_ERR_NOMEM, "weight list");
-    wp->ptr = np;
-    wp->cap = cap;
-  }
-  void *p = NULL;
-  H3_TRY(wp->be->ops->alloc(wp->be, bytes, &p));
-  wp->ptr[wp->n++] = p;
-  wp->bytes += bytes;
-  wp->elems += n;
-  H3_TRY(fill(wp, p, dt, (size_t)n, mean, std));
-  int64_t shape[2] = {d0, d1};
-  *out = h3_tensor_make(p, dt, d1 ? 2 : 1, shape);
-  return H3_OK;
-}
-
-static void wpool_free(wpool *wp) {
-  for (size_t i = 0; i < wp->n; i++) wp->be->ops->free(wp->be, wp->ptr[i]);
-  free(wp->ptr);
-  wp->ptr = NULL;
-  wp->n = wp->cap = 0;
-}
-
-static float inv_sqrt(int64_t n) { return (float)(1.0 / sqrt((double)n)); }
 
 #define BF H3_DT_BF16
 #define FP H3_DT_F32
 
-static h3_status make_block(wpool *wp, const h3_dit_config *c, int adaln, h3_dit_block_weights *b) {
+static h3_status make_block(h3b_wpool *wp, const h3_dit_config *c, int adaln, h3_dit_block_weights *b) {
   const int64_t H = c->hidden, I = h3_dit_inner(c), F = c->ffn_dim, D = c->head_dim, T = c->time_embed_dim;
   memset(b, 0, sizeof *b);
-  H3_TRY(wtensor(wp, BF, H, 0, 1.0f, 0.1f, &b->norm1));
-  H3_TRY(wtensor(wp, BF, H, 0, 1.0f, 0.1f, &b->norm2));
-  H3_TRY(wtensor(wp, BF, D, 0, 1.0f, 0.1f, &b->q_norm));
-  H3_TRY(wtensor(wp, BF, D, 0, 1.0f, 0.1f, &b->k_norm));
+  H3_TRY(h3b_wtensor(wp, BF, H, 0, 1.0f, 0.1f, &b->norm1));
+  H3_TRY(h3b_wtensor(wp, BF, H, 0, 1.0f, 0.1f, &b->norm2));
+  H3_TRY(h3b_wtensor(wp, BF, D, 0, 1.0f, 0.1f, &b->q_norm));
+  H3_TRY(h3b_wtensor(wp, BF, D, 0, 1.0f, 0.1f, &b->k_norm));
   b->n_qkv = 1;
-  H3_TRY(wtensor(wp, BF, 3 * I, H, 0.0f, inv_sqrt(H), &b->qkv[0]));
+  H3_TRY(h3b_wtensor(wp, BF, 3 * I, H, 0.0f, h3b_inv_sqrt(H), &b->qkv[0]));
   b->qkv_layout.heads = (int)c->num_heads;
   b->qkv_layout.head_dim = (int)D;
   b->qkv_layout.q_off = 0; /* contiguous [q_all; k_all; v_all] */
@@ -182,19 +110,19 @@ static h3_status make_block(wpool *wp, const h3_dit_config *c, int adaln, h3_dit
   b->qkv_layout.head_stride = D;
   b->qkv_layout.kv_heads = 0;
   b->qkv_layout.causal = 0;
-  H3_TRY(wtensor(wp, BF, H, I, 0.0f, inv_sqrt(I), &b->out_proj));
-  H3_TRY(wtensor(wp, BF, 2 * F, H, 0.0f, inv_sqrt(H), &b->fc1));
+  H3_TRY(h3b_wtensor(wp, BF, H, I, 0.0f, h3b_inv_sqrt(I), &b->out_proj));
+  H3_TRY(h3b_wtensor(wp, BF, 2 * F, H, 0.0f, h3b_inv_sqrt(H), &b->fc1));
   b->fc1_gate_col = 0; /* [gate; value] */
   b->fc1_value_col = F;
-  H3_TRY(wtensor(wp, BF, H, F, 0.0f, inv_sqrt(F), &b->fc2));
+  H3_TRY(h3b_wtensor(wp, BF, H, F, 0.0f, h3b_inv_sqrt(F), &b->fc2));
   if (adaln) {
-    H3_TRY(wtensor(wp, BF, 18 * H, T, 0.0f, inv_sqrt(T), &b->ada_w));
-    H3_TRY(wtensor(wp, BF, 18 * H, 0, 0.0f, 0.1f, &b->ada_b));
+    H3_TRY(h3b_wtensor(wp, BF, 18 * H, T, 0.0f, h3b_inv_sqrt(T), &b->ada_w));
+    H3_TRY(h3b_wtensor(wp, BF, 18 * H, 0, 0.0f, 0.1f, &b->ada_b));
   }
   return H3_OK;
 }
 
-static h3_status make_weights(wpool *wp, const h3_dit_config *c, h3_dit_weights *w) {
+static h3_status make_weights(h3b_wpool *wp, const h3_dit_config *c, h3_dit_weights *w) {
   const int64_t H = c->hidden, P = h3_dit_patch_dim(c), A = c->audio_in_channels, T = c->time_embed_dim;
   const int64_t th = c->time_hidden;
   memset(w, 0, sizeof *w);
@@ -202,16 +130,16 @@ static h3_status make_weights(wpool *wp, const h3_dit_config *c, h3_dit_weights 
   w->convention = H3_DIT_COMFY;
   snprintf(w->config_path, sizeof w->config_path, "%s", "");
   /* fp32 islands: patch projections, time embedder, output heads */
-  H3_TRY(wtensor(wp, FP, H, P, 0.0f, inv_sqrt(P), &w->video_in_w));
-  H3_TRY(wtensor(wp, FP, H, 0, 0.0f, 0.02f, &w->video_in_b));
-  H3_TRY(wtensor(wp, FP, H, A, 0.0f, inv_sqrt(A), &w->audio_in_w));
-  H3_TRY(wtensor(wp, FP, H, 0, 0.0f, 0.02f, &w->audio_in_b));
-  H3_TRY(wtensor(wp, BF, H, c->text_dim, 0.0f, inv_sqrt(c->text_dim), &w->cond_w));
-  H3_TRY(wtensor(wp, BF, H, 0, 0.0f, 0.02f, &w->cond_b));
-  H3_TRY(wtensor(wp, FP, th, c->freq_dim, 0.0f, inv_sqrt(c->freq_dim), &w->time1_w));
-  H3_TRY(wtensor(wp, FP, th, 0, 0.0f, 0.02f, &w->time1_b));
-  H3_TRY(wtensor(wp, FP, T, th, 0.0f, inv_sqrt(th), &w->time2_w));
-  H3_TRY(wtensor(wp, FP, T, 0, 0.0f, 0.02f, &w->time2_b));
+  H3_TRY(h3b_wtensor(wp, FP, H, P, 0.0f, h3b_inv_sqrt(P), &w->video_in_w));
+  H3_TRY(h3b_wtensor(wp, FP, H, 0, 0.0f, 0.02f, &w->video_in_b));
+  H3_TRY(h3b_wtensor(wp, FP, H, A, 0.0f, h3b_inv_sqrt(A), &w->audio_in_w));
+  H3_TRY(h3b_wtensor(wp, FP, H, 0, 0.0f, 0.02f, &w->audio_in_b));
+  H3_TRY(h3b_wtensor(wp, BF, H, c->text_dim, 0.0f, h3b_inv_sqrt(c->text_dim), &w->cond_w));
+  H3_TRY(h3b_wtensor(wp, BF, H, 0, 0.0f, 0.02f, &w->cond_b));
+  H3_TRY(h3b_wtensor(wp, FP, th, c->freq_dim, 0.0f, h3b_inv_sqrt(c->freq_dim), &w->time1_w));
+  H3_TRY(h3b_wtensor(wp, FP, th, 0, 0.0f, 0.02f, &w->time1_b));
+  H3_TRY(h3b_wtensor(wp, FP, T, th, 0.0f, h3b_inv_sqrt(th), &w->time2_w));
+  H3_TRY(h3b_wtensor(wp, FP, T, 0, 0.0f, 0.02f, &w->time2_b));
   w->inv_freq = calloc((size_t)c->rope_freq_dim, sizeof(float));
   w->refiner = calloc((size_t)c->num_refiner_layers + 1, sizeof *w->refiner);
   w->blocks = calloc((size_t)c->num_layers + 1, sizeof *w->blocks);
@@ -223,14 +151,14 @@ static h3_status make_weights(wpool *wp, const h3_dit_config *c, h3_dit_weights 
   }
   for (int64_t j = 0; j < c->num_refiner_layers; j++) H3_TRY(make_block(wp, c, 0, &w->refiner[j]));
   for (int64_t i = 0; i < c->num_layers; i++) H3_TRY(make_block(wp, c, 1, &w->blocks[i]));
-  H3_TRY(wtensor(wp, BF, H, 0, 1.0f, 0.1f, &w->refiner_norm));
-  H3_TRY(wtensor(wp, BF, H, 0, 1.0f, 0.1f, &w->final_norm));
-  H3_TRY(wtensor(wp, BF, 2 * H, T, 0.0f, inv_sqrt(T), &w->final_ada_w));
-  H3_TRY(wtensor(wp, BF, 2 * H, 0, 0.0f, 0.1f, &w->final_ada_b));
-  H3_TRY(wtensor(wp, FP, P, H, 0.0f, inv_sqrt(H), &w->video_out_w));
-  H3_TRY(wtensor(wp, FP, P, 0, 0.0f, 0.02f, &w->video_out_b));
-  H3_TRY(wtensor(wp, FP, A, H, 0.0f, inv_sqrt(H), &w->audio_out_w));
-  H3_TRY(wtensor(wp, FP, A, 0, 0.0f, 0.02f, &w->audio_out_b));
+  H3_TRY(h3b_wtensor(wp, BF, H, 0, 1.0f, 0.1f, &w->refiner_norm));
+  H3_TRY(h3b_wtensor(wp, BF, H, 0, 1.0f, 0.1f, &w->final_norm));
+  H3_TRY(h3b_wtensor(wp, BF, 2 * H, T, 0.0f, h3b_inv_sqrt(T), &w->final_ada_w));
+  H3_TRY(h3b_wtensor(wp, BF, 2 * H, 0, 0.0f, 0.1f, &w->final_ada_b));
+  H3_TRY(h3b_wtensor(wp, FP, P, H, 0.0f, h3b_inv_sqrt(H), &w->video_out_w));
+  H3_TRY(h3b_wtensor(wp, FP, P, 0, 0.0f, 0.02f, &w->video_out_b));
+  H3_TRY(h3b_wtensor(wp, FP, A, H, 0.0f, h3b_inv_sqrt(H), &w->audio_out_w));
+  H3_TRY(h3b_wtensor(wp, FP, A, 0, 0.0f, 0.02f, &w->audio_out_b));
   w->n_used = wp->n;
   if (wp->elems != h3_dit_param_count(c, 0))
     return h3_fail(H3_ERR_INTERNAL, "synthetic weights hold %lld parameters, the config implies %lld",
@@ -267,22 +195,22 @@ static double dit_flops(const h3_dit_config *c, int64_t S, int64_t Nv, int64_t N
 /* ---- GEMM rate: the backend's linear on an N x N x N problem ------------------- */
 
 static h3_status gemm_rate(h3_backend *be, int64_t n, int iters, double *seconds, double *tflops) {
-  wpool wp = {.be = be, .on_device = !strcmp(be->name, "cuda"), .seed = 777};
+  h3b_wpool wp = {.be = be, .on_device = !strcmp(be->name, "cuda"), .seed = 777};
   h3_tensor x, w, y;
   const h3_dtype act = be->act_dtype;
-  h3_status s = wtensor(&wp, act, n, n, 0.0f, 1.0f, &x);
-  if (s == H3_OK) s = wtensor(&wp, BF, n, n, 0.0f, inv_sqrt(n), &w);
-  if (s == H3_OK) s = wtensor(&wp, act, n, n, 0.0f, 0.0f, &y);
+  h3_status s = h3b_wtensor(&wp, act, n, n, 0.0f, 1.0f, &x);
+  if (s == H3_OK) s = h3b_wtensor(&wp, BF, n, n, 0.0f, h3b_inv_sqrt(n), &w);
+  if (s == H3_OK) s = h3b_wtensor(&wp, act, n, n, 0.0f, 0.0f, &y);
   const bool saved = be->emulate_bf16;
   be->emulate_bf16 = true;
   for (int i = 0; i < 10 && s == H3_OK; i++) s = be->ops->linear(be, &x, &w, NULL, &y); /* warm-up, clocks up */
   if (s == H3_OK) s = be->ops->sync(be);
-  double t0 = now_s();
+  double t0 = h3b_now_s();
   for (int i = 0; i < iters && s == H3_OK; i++) s = be->ops->linear(be, &x, &w, NULL, &y);
   if (s == H3_OK) s = be->ops->sync(be);
-  double dt = (now_s() - t0) / iters;
+  double dt = (h3b_now_s() - t0) / iters;
   be->emulate_bf16 = saved;
-  wpool_free(&wp);
+  h3b_wpool_free(&wp);
   H3_TRY(s);
   *seconds = dt;
   *tflops = 2.0 * (double)n * (double)n * (double)n / dt / 1e12;
@@ -410,28 +338,28 @@ static h3_status bench_shape(h3_backend *be, const h3_dit_config *c, const h3_di
   printf("  %s: S=%lld (video %lld, audio %lld, text %lld), K=%lld, %.3f PFLOP: warm-up...\n", r->name,
          (long long)r->S, (long long)r->Nv, (long long)r->Na, (long long)r->Nt, (long long)r->K, r->flops / 1e15);
   fflush(stdout);
-  double t0 = now_s();
+  double t0 = h3b_now_s();
   s = FWD();
-  r->warmup_s = now_s() - t0;
+  r->warmup_s = h3b_now_s() - t0;
   if (s != H3_OK) goto done;
   int n = iters;
   if (deadline > 0) { /* as many as fit before the deadline, at the warm-up's pace */
-    double avail = deadline - now_s();
+    double avail = deadline - h3b_now_s();
     int fit = avail > 0 ? (int)(avail / r->warmup_s) : 0;
     if (fit < n) n = fit;
   }
   if (n > 64) n = 64;
   for (int i = 0; i < n; i++) {
-    t0 = now_s();
+    t0 = h3b_now_s();
     s = FWD();
-    r->times[i] = now_s() - t0;
+    r->times[i] = h3b_now_s() - t0;
     if (s != H3_OK) goto done;
     r->n_times = i + 1;
     printf("    forward %d: %.3f s\n", i + 1, r->times[i]);
     fflush(stdout);
   }
   if (r->n_times > 0) {
-    r->median_s = median(r->times, r->n_times);
+    r->median_s = h3b_median(r->times, r->n_times);
   } else { /* out of budget: the warm-up is the only measurement */
     r->median_s = r->warmup_s;
     r->from_warmup = 1;
@@ -457,13 +385,13 @@ static h3_status bench_shape(h3_backend *be, const h3_dit_config *c, const h3_di
       goto done;
     }
     printf("    one GPU: warm-up...\n");
-    t0 = now_s();
+    t0 = h3b_now_s();
     s = h3_dit_forward(m, &in, v1, a1);
-    r->single_warmup_s = now_s() - t0;
+    r->single_warmup_s = h3b_now_s() - t0;
     if (s != H3_OK) goto done;
-    t0 = now_s();
+    t0 = h3b_now_s();
     s = h3_dit_forward(m, &in, v1, a1);
-    r->single_s = now_s() - t0;
+    r->single_s = h3b_now_s() - t0;
     if (s != H3_OK) goto done;
     r->speedup = r->single_s / r->median_s;
     double ev = rel_l2(vout, v1, r->Nv * P), ea = rel_l2(aout, a1, r->Na * A);
@@ -594,7 +522,7 @@ static int usage(void) {
 }
 
 int main(int argc, char **argv) {
-  const double t_start = now_s();
+  const double t_start = h3b_now_s();
   const char *device = "cuda", *config = "release", *json_path = NULL;
   shape shapes[16] = {{512, 512, 22}, {960, 544, 124}, {1344, 768, 124}};
   int nshapes = 3, iters = 3;
@@ -699,11 +627,11 @@ int main(int argc, char **argv) {
   }
 
   /* 2. weights, filled on the device */
-  wpool wp = {.be = be, .on_device = !strcmp(be->name, "cuda"), .seed = 1};
+  h3b_wpool wp = {.be = be, .on_device = !strcmp(be->name, "cuda"), .seed = 1};
   h3_dit_weights w;
-  double t0 = now_s();
+  double t0 = h3b_now_s();
   s = make_weights(&wp, &cfg, &w);
-  rp.fill_s = now_s() - t0;
+  rp.fill_s = h3b_now_s() - t0;
   rp.weight_bytes = (double)wp.bytes;
   int rc = 0;
   if (s != H3_OK) {
@@ -718,7 +646,7 @@ int main(int argc, char **argv) {
 
   /* 2b. --gpus N: backends, weights (the same seeds: identical values) and NCCL for ranks 1..N-1 */
   sp_ranks sp = {.P = 1};
-  wpool wps[64];
+  h3b_wpool wps[64];
   memset(wps, 0, sizeof wps);
   h3_dit_weights wr[64];
   memset(wr, 0, sizeof wr);
@@ -737,7 +665,7 @@ int main(int argc, char **argv) {
         s = h3_backend_cuda_create(devs[k], &sp.be[k]);
         if (s != H3_OK) break;
         sp.P = k + 1;
-        wps[k] = (wpool){.be = sp.be[k], .on_device = 1, .seed = 1};
+        wps[k] = (h3b_wpool){.be = sp.be[k], .on_device = 1, .seed = 1};
         s = make_weights(&wps[k], &cfg, &wr[k]);
         sp.w[k] = &wr[k];
       }
@@ -758,7 +686,7 @@ int main(int argc, char **argv) {
   /* 3. shapes */
   for (int i = 0; i < nshapes && s == H3_OK; i++) {
     result *r = &res[i];
-    if (deadline > 0 && now_s() >= deadline) {
+    if (deadline > 0 && h3b_now_s() >= deadline) {
       snprintf(r->status, sizeof r->status, "skipped: time budget spent");
       printf("  %s: skipped (time budget spent)\n", r->name);
       write_json(&rp);
@@ -793,11 +721,11 @@ int main(int argc, char **argv) {
 
   for (int k = 0; k < gpus && k < 64; k++) h3_comm_destroy(sp.comm[k]);
   for (int k = 1; k < sp.P; k++) {
-    wpool_free(&wps[k]);
+    h3b_wpool_free(&wps[k]);
     free_weight_tables(&wr[k]);
     h3_backend_destroy(sp.be[k]);
   }
-  wpool_free(&wp);
+  h3b_wpool_free(&wp);
   free_weight_tables(&w);
   h3_backend_destroy(be);
   return rc;

@@ -59,6 +59,7 @@
 #include "backend/backend.h"
 #include "backend/backend_select.h"
 #include "bench_fill.h"
+#include "bench_util.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "model/video_vae_decoder.h"
@@ -175,74 +176,7 @@ static const char k_tiny_config[] =
     " \"decoder_norm_eps\": 1e-05, \"clip_length\": 17, \"token_drop\": 3,"
     " \"latents_mean\": [0.5, -0.25, 0.125, 0.0], \"latents_std\": [1.5, 0.75, 1.0, 2.0]}";
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(const double *v, int n) {
-  double t[64];
-  if (n <= 0) return NAN;
-  if (n > 64) n = 64;
-  memcpy(t, v, (size_t)n * sizeof *t);
-  qsort(t, (size_t)n, sizeof *t, cmp_double);
-  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
-/* ---- synthetic weights ---------------------------------------------------- */
-
-typedef struct wpool {
-  h3_backend *be;
-  int on_device; /* CUDA: fill with the kernel; else on the host */
-  void **ptr;
-  size_t n, cap;
-  size_t bytes;
-  int64_t elems;
-  uint64_t seed;
-} wpool;
-
-static h3_status wtensor(wpool *wp, h3_dtype dt, int64_t d0, int64_t d1, float mean, float std, h3_tensor *out) {
-  const int64_t n = d1 ? d0 * d1 : d0;
-  const size_t bytes = (size_t)n * h3_dtype_size(dt);
-  if (wp->n == wp->cap) {
-    size_t cap = wp->cap ? 2 * wp->cap : 1024;
-    void **np = realloc(wp->ptr, cap * sizeof *np);
-    if (!np) return h3_fail(H3_ERR_NOMEM, "weight list");
-    wp->ptr = np;
-    wp->cap = cap;
-  }
-  void *p = NULL;
-  H3_TRY(wp->be->ops->alloc(wp->be, bytes ? bytes : 16, &p));
-  wp->ptr[wp->n++] = p;
-  wp->bytes += bytes;
-  wp->elems += n;
-  const int bf16 = dt == H3_DT_BF16;
-  const uint64_t seed = wp->seed++;
-  if (!wp->on_device) {
-    h3_bench_fill_normal_host(p, bf16, (size_t)n, mean, std, seed);
-  } else {
-    int e = h3_bench_fill_normal(p, bf16, (size_t)n, mean, std, seed);
-    if (e) return h3_fail(H3_ERR_INTERNAL, "random fill of %lld elements: %s", (long long)n, h3_bench_cuda_error(e));
-  }
-  int64_t shape[2] = {d0, d1};
-  *out = h3_tensor_make(p, dt, d1 ? 2 : 1, shape);
-  return H3_OK;
-}
-
-static void wpool_free(wpool *wp) {
-  for (size_t i = 0; i < wp->n; i++) wp->be->ops->free(wp->be, wp->ptr[i]);
-  free(wp->ptr);
-  wp->ptr = NULL;
-  wp->n = wp->cap = 0;
-}
-
-static float inv_sqrt(int64_t n) { return (float)(1.0 / sqrt((double)n)); }
 
 /* Parameters of the decoder (+ post_quant_conv) that the config implies. */
 static int64_t decoder_params(const h3_vvae_config *c) {
@@ -254,19 +188,19 @@ static int64_t decoder_params(const h3_vvae_config *c) {
 
 /* The diffusers layout of the released vae/ (what `h3 generate` binds from a
  * snapshot root): to_q/to_k/to_v split, SwiGLU proj = [up; gate]. */
-static h3_status make_weights(wpool *wp, const h3_vvae_config *c, h3_dtype dt, h3_vvae_weights *w) {
+static h3_status make_weights(h3b_wpool *wp, const h3_vvae_config *c, h3_dtype dt, h3_vvae_weights *w) {
   const int64_t C = c->latent_channels, D = c->dim, F = c->ffn_inner, hd = c->head_dim;
   const int64_t pv = c->out_channels * c->patch_t * c->patch * c->patch;
   memset(w, 0, sizeof *w);
   w->cfg = *c;
   w->convention = H3_VVAE_DIFFUSERS;
   snprintf(w->weights_path, sizeof w->weights_path, "%s", "(synthetic)");
-  H3_TRY(wtensor(wp, dt, C, C, 0.0f, inv_sqrt(C), &w->pq_w));
-  H3_TRY(wtensor(wp, dt, C, 0, 0.0f, 0.02f, &w->pq_b));
-  H3_TRY(wtensor(wp, dt, D, C, 0.0f, inv_sqrt(C), &w->in_w));
-  H3_TRY(wtensor(wp, dt, D, 0, 0.0f, 0.02f, &w->in_b));
+  H3_TRY(h3b_wtensor(wp, dt, C, C, 0.0f, h3b_inv_sqrt(C), &w->pq_w));
+  H3_TRY(h3b_wtensor(wp, dt, C, 0, 0.0f, 0.02f, &w->pq_b));
+  H3_TRY(h3b_wtensor(wp, dt, D, C, 0.0f, h3b_inv_sqrt(C), &w->in_w));
+  H3_TRY(h3b_wtensor(wp, dt, D, 0, 0.0f, 0.02f, &w->in_b));
   if (c->num_registers > 0) {
-    H3_TRY(wtensor(wp, dt, c->num_registers, D, 0.0f, 1.0f, &w->registers));
+    H3_TRY(h3b_wtensor(wp, dt, c->num_registers, D, 0.0f, 1.0f, &w->registers));
   } else {
     w->registers = h3_tensor_make(NULL, dt, 2, (int64_t[]){0, D});
   }
@@ -274,12 +208,12 @@ static h3_status make_weights(wpool *wp, const h3_vvae_config *c, h3_dtype dt, h
   if (!w->blocks) return h3_fail(H3_ERR_NOMEM, "blocks");
   for (int64_t k = 0; k < c->num_layers; k++) {
     h3_vvae_block *b = &w->blocks[k];
-    H3_TRY(wtensor(wp, dt, D, 0, 1.0f, 0.1f, &b->norm1));
-    H3_TRY(wtensor(wp, dt, D, 0, 1.0f, 0.1f, &b->norm2));
+    H3_TRY(h3b_wtensor(wp, dt, D, 0, 1.0f, 0.1f, &b->norm1));
+    H3_TRY(h3b_wtensor(wp, dt, D, 0, 1.0f, 0.1f, &b->norm2));
     b->n_qkv = 3;
     for (int i = 0; i < 3; i++) {
-      H3_TRY(wtensor(wp, dt, D, D, 0.0f, inv_sqrt(D), &b->qkv_w[i]));
-      H3_TRY(wtensor(wp, dt, D, 0, 0.0f, 0.02f, &b->qkv_b[i]));
+      H3_TRY(h3b_wtensor(wp, dt, D, D, 0.0f, h3b_inv_sqrt(D), &b->qkv_w[i]));
+      H3_TRY(h3b_wtensor(wp, dt, D, 0, 0.0f, 0.02f, &b->qkv_b[i]));
     }
     b->qkv_layout.heads = (int)c->heads;
     b->qkv_layout.head_dim = (int)hd;
@@ -287,21 +221,21 @@ static h3_status make_weights(wpool *wp, const h3_vvae_config *c, h3_dtype dt, h
     b->qkv_layout.k_off = D;
     b->qkv_layout.v_off = 2 * D;
     b->qkv_layout.head_stride = hd;
-    H3_TRY(wtensor(wp, dt, D, D, 0.0f, inv_sqrt(D), &b->out_w));
-    H3_TRY(wtensor(wp, dt, D, 0, 0.0f, 0.02f, &b->out_b));
-    H3_TRY(wtensor(wp, dt, D, 0, 0.1f, 0.02f, &b->scale1));
-    H3_TRY(wtensor(wp, dt, 2 * F, D, 0.0f, inv_sqrt(D), &b->w1));
-    H3_TRY(wtensor(wp, dt, 2 * F, 0, 0.0f, 0.02f, &b->b1));
+    H3_TRY(h3b_wtensor(wp, dt, D, D, 0.0f, h3b_inv_sqrt(D), &b->out_w));
+    H3_TRY(h3b_wtensor(wp, dt, D, 0, 0.0f, 0.02f, &b->out_b));
+    H3_TRY(h3b_wtensor(wp, dt, D, 0, 0.1f, 0.02f, &b->scale1));
+    H3_TRY(h3b_wtensor(wp, dt, 2 * F, D, 0.0f, h3b_inv_sqrt(D), &b->w1));
+    H3_TRY(h3b_wtensor(wp, dt, 2 * F, 0, 0.0f, 0.02f, &b->b1));
     b->gate_col = F; /* diffusers SwiGLU: [up; gate] */
     b->value_col = 0;
-    H3_TRY(wtensor(wp, dt, D, F, 0.0f, inv_sqrt(F), &b->w2));
-    H3_TRY(wtensor(wp, dt, D, 0, 0.0f, 0.02f, &b->b2));
-    H3_TRY(wtensor(wp, dt, D, 0, 0.1f, 0.02f, &b->scale2));
+    H3_TRY(h3b_wtensor(wp, dt, D, F, 0.0f, h3b_inv_sqrt(F), &b->w2));
+    H3_TRY(h3b_wtensor(wp, dt, D, 0, 0.0f, 0.02f, &b->b2));
+    H3_TRY(h3b_wtensor(wp, dt, D, 0, 0.1f, 0.02f, &b->scale2));
   }
-  H3_TRY(wtensor(wp, dt, D, 0, 1.0f, 0.1f, &w->norm_out_w));
-  H3_TRY(wtensor(wp, dt, D, 0, 0.0f, 0.02f, &w->norm_out_b));
-  H3_TRY(wtensor(wp, dt, pv, D, 0.0f, inv_sqrt(D), &w->out_w));
-  H3_TRY(wtensor(wp, dt, pv, 0, 0.0f, 0.02f, &w->out_b));
+  H3_TRY(h3b_wtensor(wp, dt, D, 0, 1.0f, 0.1f, &w->norm_out_w));
+  H3_TRY(h3b_wtensor(wp, dt, D, 0, 0.0f, 0.02f, &w->norm_out_b));
+  H3_TRY(h3b_wtensor(wp, dt, pv, D, 0.0f, h3b_inv_sqrt(D), &w->out_w));
+  H3_TRY(h3b_wtensor(wp, dt, pv, 0, 0.0f, 0.02f, &w->out_b));
   w->n_bound = (int64_t)wp->n;
   if (wp->elems != decoder_params(c))
     return h3_fail(H3_ERR_INTERNAL, "synthetic weights hold %lld parameters, the config implies %lld",
@@ -517,7 +451,7 @@ static double rss_peak_bytes(void) {
 static void randn_host(float *p, size_t n, uint64_t seed) { h3_bench_fill_normal_host(p, 0, n, 0.0f, 1.0f, seed); }
 
 int main(int argc, char **argv) {
-  const double t_start = now_s();
+  const double t_start = h3b_now_s();
   const char *device = "cuda", *config = "release", *config_file = NULL, *json_path = NULL, *dtype = "f32";
   const char *warmup = "full";
   long long width = 1344, height = 768, frames = 124, tile_batch = 0;
@@ -613,12 +547,12 @@ int main(int argc, char **argv) {
   if (on_cuda) h3_bench_device_name(rp.gpu, sizeof rp.gpu);
   write_json(&rp);
 
-  wpool wp = {.be = be, .on_device = on_cuda, .seed = 1};
+  h3b_wpool wp = {.be = be, .on_device = on_cuda, .seed = 1};
   h3_vvae_weights w;
   const h3_dtype wdt = !strcmp(dtype, "bf16") ? H3_DT_BF16 : H3_DT_F32;
-  double t0 = now_s();
+  double t0 = h3b_now_s();
   s = make_weights(&wp, &cfg, wdt, &w);
-  rp.fill_s = now_s() - t0;
+  rp.fill_s = h3b_now_s() - t0;
   rp.weight_bytes = (double)wp.bytes;
   float *lat = NULL, *out = NULL, *out2 = NULL;
   poller pol;
@@ -670,9 +604,9 @@ int main(int argc, char **argv) {
         printf("warm-up (small: %lldx%lldx%lldf, %lld call): ", (long long)sg.width, (long long)sg.height,
                (long long)sg.frames, (long long)sg.calls);
         fflush(stdout);
-        t0 = now_s();
+        t0 = h3b_now_s();
         s = h3_vvae_decode(be, &w, &opts, sl, 1, sg.T, sg.lh, sg.lw, so);
-        rp.warmup_s = now_s() - t0;
+        rp.warmup_s = h3b_now_s() - t0;
         if (s == H3_OK) {
           rp.est_s = rp.warmup_s * (double)g->calls / (double)(sg.calls ? sg.calls : 1);
           printf("%.3f s (a full decode at this pace: ~%.1f s, an overestimate: first-use costs included)\n",
@@ -685,9 +619,9 @@ int main(int argc, char **argv) {
   } else if (!strcmp(warmup, "full")) {
     printf("warm-up (full): ");
     fflush(stdout);
-    t0 = now_s();
+    t0 = h3b_now_s();
     s = h3_vvae_decode(be, &w, &opts, lat, 1, g->T, g->lh, g->lw, out);
-    rp.warmup_s = now_s() - t0;
+    rp.warmup_s = h3b_now_s() - t0;
     if (s == H3_OK) printf("%.3f s\n", rp.warmup_s);
   }
   if (on_cuda) rp.mem_peak = (double)poller_peak(&pol);
@@ -702,13 +636,13 @@ int main(int argc, char **argv) {
   /* 5. timed decodes */
   double last = !strcmp(warmup, "full") ? rp.warmup_s : 0.0;
   for (int i = 0; i < runs; i++) {
-    if (deadline > 0 && last > 0 && now_s() + last > deadline) {
+    if (deadline > 0 && last > 0 && h3b_now_s() + last > deadline) {
       printf("  (time budget: %d of %d timed decodes)\n", i, runs);
       break;
     }
-    t0 = now_s();
+    t0 = h3b_now_s();
     s = h3_vvae_decode(be, &w, &opts, lat, 1, g->T, g->lh, g->lw, out);
-    double dt = now_s() - t0;
+    double dt = h3b_now_s() - t0;
     if (s != H3_OK) {
       fprintf(stderr, "vae_bench: decode %d: %s\n", i + 1, h3_last_error());
       snprintf(rp.status, sizeof rp.status, "error: decode: %.460s", h3_last_error());
@@ -716,7 +650,7 @@ int main(int argc, char **argv) {
       break;
     }
     rp.times[rp.n_times++] = last = dt;
-    rp.median_s = median(rp.times, rp.n_times);
+    rp.median_s = h3b_median(rp.times, rp.n_times);
     rp.tflops = g->flops / rp.median_s / 1e12;
     if (on_cuda) rp.mem_peak = (double)poller_peak(&pol);
     printf("  decode %d: %.3f s\n", i + 1, dt);
@@ -758,9 +692,9 @@ int main(int argc, char **argv) {
     } else {
       h3_vvae_decode_opts o1 = opts;
       o1.tile_batch = 1;
-      t0 = now_s();
+      t0 = h3b_now_s();
       s = h3_vvae_decode(be, &w, &o1, lat, 1, g->T, g->lh, g->lw, out2);
-      double dt = now_s() - t0;
+      double dt = h3b_now_s() - t0;
       if (s != H3_OK) {
         snprintf(rp.batch_check, sizeof rp.batch_check, "error: %.200s", h3_last_error());
         rc = 1;
@@ -799,7 +733,7 @@ done:
   free(out);
   free(out2);
   free(w.blocks);
-  wpool_free(&wp);
+  h3b_wpool_free(&wp);
   h3_vvae_config_free(&cfg);
   h3_backend_destroy(be);
   return rc;

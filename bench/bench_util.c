@@ -1,0 +1,64 @@
+#include "bench_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_fill.h"
+#include "core/error.h"
+
+double h3b_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+double h3b_median(const double *v, int n) {
+  double t[64];
+  if (n <= 0) return NAN;
+  if (n > 64) n = 64;
+  memcpy(t, v, (size_t)n * sizeof *t);
+  qsort(t, (size_t)n, sizeof *t, cmp_double);
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+h3_status h3b_wtensor(h3b_wpool *wp, h3_dtype dt, int64_t d0, int64_t d1, float mean, float std, h3_tensor *out) {
+  const int64_t n = d1 ? d0 * d1 : d0;
+  const size_t bytes = (size_t)n * h3_dtype_size(dt);
+  if (wp->n == wp->cap) {
+    size_t cap = wp->cap ? 2 * wp->cap : 1024;
+    void **np = realloc(wp->ptr, cap * sizeof *np);
+    if (!np) return h3_fail(H3_ERR_NOMEM, "weight list");
+    wp->ptr = np;
+    wp->cap = cap;
+  }
+  void *p = NULL;
+  H3_TRY(wp->be->ops->alloc(wp->be, bytes ? bytes : 16, &p));
+  wp->ptr[wp->n++] = p;
+  wp->bytes += bytes;
+  wp->elems += n;
+  const int bf16 = dt == H3_DT_BF16;
+  const uint64_t seed = wp->seed++;
+  if (!wp->on_device) {
+    h3_bench_fill_normal_host(p, bf16, (size_t)n, mean, std, seed);
+  } else {
+    int e = h3_bench_fill_normal(p, bf16, (size_t)n, mean, std, seed);
+    if (e) return h3_fail(H3_ERR_INTERNAL, "random fill of %lld elements: %s", (long long)n, h3_bench_cuda_error(e));
+  }
+  int64_t shape[2] = {d0, d1};
+  *out = h3_tensor_make(p, dt, d1 ? 2 : 1, shape);
+  return H3_OK;
+}
+
+void h3b_wpool_free(h3b_wpool *wp) {
+  for (size_t i = 0; i < wp->n; i++) wp->be->ops->free(wp->be, wp->ptr[i]);
+  free(wp->ptr);
+  wp->ptr = NULL;
+  wp->n = wp->cap = 0;
+}
