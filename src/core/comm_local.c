@@ -7,16 +7,14 @@
  * collectives cannot overtake one another. */
 #include "core/comm.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/barrier.h"
+
 typedef struct local_group {
   int size;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int arrived;
-  unsigned long generation;
+  h3_barrier bar; /* its mutex also guards refs */
   int refs;
   /* per-rank published arguments of the current collective */
   const void **send;
@@ -25,18 +23,7 @@ typedef struct local_group {
   int *root;
 } local_group;
 
-static void group_barrier(local_group *g) {
-  pthread_mutex_lock(&g->mu);
-  unsigned long gen = g->generation;
-  if (++g->arrived == g->size) {
-    g->arrived = 0;
-    g->generation++;
-    pthread_cond_broadcast(&g->cv);
-  } else {
-    while (gen == g->generation) pthread_cond_wait(&g->cv, &g->mu);
-  }
-  pthread_mutex_unlock(&g->mu);
-}
+static void group_barrier(local_group *g) { h3_barrier_wait(&g->bar); }
 
 static h3_status publish(h3_comm *c, const void *send, void *recv, size_t bytes, int root, const char *op) {
   local_group *g = c->impl;
@@ -95,8 +82,7 @@ static h3_status local_barrier(h3_comm *c, void *stream) {
 }
 
 static void group_free(local_group *g) {
-  pthread_mutex_destroy(&g->mu);
-  pthread_cond_destroy(&g->cv);
+  h3_barrier_destroy(&g->bar);
   free(g->send);
   free(g->recv);
   free(g->bytes);
@@ -106,9 +92,9 @@ static void group_free(local_group *g) {
 
 static void local_destroy(h3_comm *c) {
   local_group *g = c->impl;
-  pthread_mutex_lock(&g->mu);
+  h3_barrier_lock(&g->bar);
   int last = --g->refs == 0;
-  pthread_mutex_unlock(&g->mu);
+  h3_barrier_unlock(&g->bar);
   if (last) group_free(g);
   free(c);
 }
@@ -135,8 +121,7 @@ h3_status h3_comm_local_create(int size, h3_comm **out) {
     free(g->send), free(g->recv), free(g->bytes), free(g->root), free(g);
     return h3_fail(H3_ERR_NOMEM, "communicator");
   }
-  pthread_mutex_init(&g->mu, NULL);
-  pthread_cond_init(&g->cv, NULL);
+  h3_barrier_init(&g->bar, size);
   for (int r = 0; r < size; r++) {
     h3_comm *c = calloc(1, sizeof *c);
     if (!c) {

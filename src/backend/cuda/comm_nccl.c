@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "core/barrier.h"
 #include "core/comm.h"
 #include "core/log.h"
 
@@ -112,27 +113,14 @@ typedef struct nccl_group {
   /* all-to-all by direct peer copies (every pair has peer access; H3_COMM_A2A=nccl turns it off):
    * the ranks are threads of this process, so they can see one another's buffers and events */
   bool peer;
-  pthread_cond_t cv;
-  int arrived;
-  unsigned long generation;
+  h3_barrier bar;        /* the peer-copy all-to-all's host barrier */
   int *device;          /* [size] */
   void **recv;          /* [size] published recv buffers */
   cudaEvent_t *ready;   /* [size] rank r's stream reached the collective */
   cudaEvent_t *done;    /* [size] rank r's copies into its peers are finished */
 } nccl_group;
 
-static void group_barrier(nccl_group *g) {
-  pthread_mutex_lock(&g->mu);
-  unsigned long gen = g->generation;
-  if (++g->arrived == g->size) {
-    g->arrived = 0;
-    g->generation++;
-    pthread_cond_broadcast(&g->cv);
-  } else {
-    while (gen == g->generation) pthread_cond_wait(&g->cv, &g->mu);
-  }
-  pthread_mutex_unlock(&g->mu);
-}
+static void group_barrier(nccl_group *g) { h3_barrier_wait(&g->bar); }
 
 static void group_free(nccl_group *g) {
   for (int i = 0; g->device && g->ready && g->done && i < g->size; i++) {
@@ -141,7 +129,7 @@ static void group_free(nccl_group *g) {
     if (g->done[i]) cudaEventDestroy(g->done[i]);
   }
   free(g->device), free(g->recv), free(g->ready), free(g->done);
-  pthread_cond_destroy(&g->cv);
+  h3_barrier_destroy(&g->bar);
   pthread_mutex_destroy(&g->mu);
   free(g);
 }
@@ -335,7 +323,7 @@ h3_status h3_comm_nccl_create(int size, const int *devices, h3_comm **out) {
   g->size = size;
   g->refs = size;
   pthread_mutex_init(&g->mu, NULL);
-  pthread_cond_init(&g->cv, NULL);
+  h3_barrier_init(&g->bar, size);
   h3_status st = setup_peer(g, devices);
   int made = 0;
   for (int i = 0; i < size && st == H3_OK; i++) {
