@@ -5,21 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "io/json_config.h"
+#include "io/paths.h"
 #include "model/dit_weights.h"
-
-static int is_dir(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-static int is_file(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
 
 static void print_count(const char *label, long long n) {
   char buf[64], out[96];
@@ -179,7 +170,7 @@ static int index_names(const char *index_path, name_list *out, int *nshards, int
   for (size_t i = 0; i < shards.n; i++) {
     char p[8300];
     snprintf(p, sizeof p, "%s/%s", dir, shards.names[i]);
-    *present += is_file(p);
+    *present += h3_is_file(p);
   }
   list_free(&shards);
   json_decref(root);
@@ -189,7 +180,7 @@ static int index_names(const char *index_path, name_list *out, int *nshards, int
 static const char *json_class(const char *cfg_path, char *buf, size_t cap) {
   json_t *root = NULL;
   buf[0] = 0;
-  if (!is_file(cfg_path) || h3_json_load(cfg_path, &root) != H3_OK) return NULL;
+  if (!h3_is_file(cfg_path) || h3_json_load(cfg_path, &root) != H3_OK) return NULL;
   const char *s = json_string_value(json_object_get(root, "_class_name"));
   if (!s) s = json_string_value(json_array_get(json_object_get(root, "architectures"), 0)); /* transformers */
   if (s) snprintf(buf, cap, "%s", s);
@@ -309,21 +300,21 @@ int h3_cmd_info(int argc, char **argv) {
   }
   if (argc > 1) return h3_cli_usage_error("h3 info takes one PATH");
   const char *path = argv[0];
-  if (is_file(path)) return describe_file(path);
-  if (!is_dir(path)) {
+  if (h3_is_file(path)) return describe_file(path);
+  if (!h3_is_dir(path)) {
     fprintf(stderr, "h3: error: %s: no such file or folder\n", path);
     return 1;
   }
   char p[4200];
   int any = 0, rc = 0;
   snprintf(p, sizeof p, "%s/model_index.json", path);
-  int diffusers_root = is_file(p) || (snprintf(p, sizeof p, "%s/modular_model_index.json", path), is_file(p));
-  int has_transformer = (snprintf(p, sizeof p, "%s/transformer", path), is_dir(p));
+  int diffusers_root = h3_is_file(p) || (snprintf(p, sizeof p, "%s/modular_model_index.json", path), h3_is_file(p));
+  int has_transformer = (snprintf(p, sizeof p, "%s/transformer", path), h3_is_dir(p));
   if (diffusers_root || has_transformer) {
     printf("%s: snapshot (%s)\n", path, has_transformer ? "component folders" : "model index");
     for (size_t i = 0; i < sizeof k_diffusers_components / sizeof *k_diffusers_components; i++) {
       snprintf(p, sizeof p, "%s/%s", path, k_diffusers_components[i]);
-      if (is_dir(p)) {
+      if (h3_is_dir(p)) {
         rc |= describe_component(k_diffusers_components[i], p);
         any = 1;
       }
@@ -333,11 +324,11 @@ int h3_cmd_info(int argc, char **argv) {
   for (int v = 0; v < 2; v++) {
     char root[2048];
     snprintf(root, sizeof root, "%s/%s", path, variants[v]);
-    if (!is_dir(root)) continue;
+    if (!h3_is_dir(root)) continue;
     printf("%s: original release partition %s\n", root, variants[v]);
     for (size_t i = 0; i < sizeof k_original_components / sizeof *k_original_components; i++) {
       snprintf(p, sizeof p, "%s/%s", root, k_original_components[i]);
-      if (is_dir(p)) {
+      if (h3_is_dir(p)) {
         char label[64];
         snprintf(label, sizeof label, "%s/%s", variants[v], k_original_components[i]);
         rc |= describe_component(label, p);

@@ -3,9 +3,9 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "io/json_config.h"
+#include "io/paths.h"
 
 static const char *k_class_diffusers = "AutoencoderKLMiniMaxH3Audio";
 static const char *k_class_original = "MiniMaxH3AudioVAE";
@@ -21,14 +21,6 @@ const char *h3_avae_convention_name(h3_avae_convention c) {
 
 /* ---- paths ---------------------------------------------------------------- */
 
-static bool is_dir(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-static bool is_file(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
 static bool ends_with(const char *s, const char *suf) {
   size_t n = strlen(s), m = strlen(suf);
   return n >= m && !strcmp(s + n - m, suf);
@@ -62,7 +54,7 @@ static h3_status config_class(const char *path, char *cls, size_t cap) {
 static h3_status component(const char *dir, h3_avae_source *out) {
   char cfg[H3_AVAE_PATH_MAX], cls[256];
   H3_TRY(join(cfg, dir, "config.json"));
-  if (!is_file(cfg)) { /* a bare folder of safetensors */
+  if (!h3_is_file(cfg)) { /* a bare folder of safetensors */
     out->convention = H3_AVAE_UNKNOWN;
     return copy_path(out->weights, dir);
   }
@@ -72,9 +64,9 @@ static h3_status component(const char *dir, h3_avae_source *out) {
     out->convention = H3_AVAE_DIFFUSERS;
     char p[H3_AVAE_PATH_MAX];
     H3_TRY(join(p, dir, "diffusion_pytorch_model.safetensors"));
-    if (is_file(p)) return copy_path(out->weights, p);
+    if (h3_is_file(p)) return copy_path(out->weights, p);
     H3_TRY(join(p, dir, "diffusion_pytorch_model.safetensors.index.json"));
-    if (is_file(p)) return copy_path(out->weights, p);
+    if (h3_is_file(p)) return copy_path(out->weights, p);
     /* Let the open report the expected file by name. */
     return join(out->weights, dir, "diffusion_pytorch_model.safetensors");
   }
@@ -99,15 +91,15 @@ static h3_status component(const char *dir, h3_avae_source *out) {
 h3_status h3_avae_resolve(const char *path, h3_avae_source *out) {
   memset(out, 0, sizeof *out);
   if (!path || !*path) return h3_fail(H3_ERR_INVALID, "audio VAE: empty model path");
-  if (is_dir(path)) {
+  if (h3_is_dir(path)) {
     static const char *const subs[] = {"audio_vae", "FL2VA/audio_vae", "Ref2VA/audio_vae"};
     char sub[H3_AVAE_PATH_MAX], cfg[H3_AVAE_PATH_MAX];
     H3_TRY(join(cfg, path, "config.json"));
-    bool has_cfg = is_file(cfg);
+    bool has_cfg = h3_is_file(cfg);
     if (!has_cfg) {
       for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         H3_TRY(join(sub, path, subs[i]));
-        if (is_dir(sub)) return component(sub, out);
+        if (h3_is_dir(sub)) return component(sub, out);
       }
     } else {
       /* A snapshot root has a model_index.json-like config without our class;
@@ -117,13 +109,13 @@ h3_status h3_avae_resolve(const char *path, h3_avae_source *out) {
       if (strcmp(cls, k_class_diffusers) && strcmp(cls, k_class_original)) {
         for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
           H3_TRY(join(sub, path, subs[i]));
-          if (is_dir(sub)) return component(sub, out);
+          if (h3_is_dir(sub)) return component(sub, out);
         }
       }
     }
     return component(path, out);
   }
-  if (!is_file(path)) return h3_fail(H3_ERR_NOT_FOUND, "%s: no such file or folder", path);
+  if (!h3_is_file(path)) return h3_fail(H3_ERR_NOT_FOUND, "%s: no such file or folder", path);
   H3_TRY(copy_path(out->weights, path));
   out->convention = H3_AVAE_UNKNOWN;
   /* A config.json beside the file counts when it describes an audio VAE. */
@@ -135,7 +127,7 @@ h3_status h3_avae_resolve(const char *path, h3_avae_source *out) {
   else
     strcpy(dir, ".");
   H3_TRY(join(cfg, dir, "config.json"));
-  if (is_file(cfg) && !ends_with(path, "config.json") && config_class(cfg, cls, sizeof cls) == H3_OK) {
+  if (h3_is_file(cfg) && !ends_with(path, "config.json") && config_class(cfg, cls, sizeof cls) == H3_OK) {
     if (!strcmp(cls, k_class_diffusers)) {
       out->convention = H3_AVAE_DIFFUSERS;
       H3_TRY(copy_path(out->config, cfg));
@@ -144,7 +136,7 @@ h3_status h3_avae_resolve(const char *path, h3_avae_source *out) {
       H3_TRY(copy_path(out->config, cfg));
       char meta[H3_AVAE_PATH_MAX];
       H3_TRY(join(meta, dir, "metadata.json"));
-      if (is_file(meta)) H3_TRY(copy_path(out->metadata, meta));
+      if (h3_is_file(meta)) H3_TRY(copy_path(out->metadata, meta));
     }
   }
   h3_error_clear();

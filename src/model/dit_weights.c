@@ -7,36 +7,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "core/log.h"
 #include "io/json_config.h"
-
-static int is_dir(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-static int is_file(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
+#include "io/paths.h"
 
 h3_status h3_dit_locate(const char *path, h3_dit_partition part, char *out, size_t cap) {
   char buf[2048];
-  if (is_file(path)) {
+  if (h3_is_file(path)) {
     snprintf(out, cap, "%s", path);
     return H3_OK;
   }
-  if (!is_dir(path)) return h3_fail(H3_ERR_NOT_FOUND, "%s: no such file or folder", path);
+  if (!h3_is_dir(path)) return h3_fail(H3_ERR_NOT_FOUND, "%s: no such file or folder", path);
   /* diffusers snapshot root: transformer/ (t2va+fl2va) and transformer_ref/ (ref2va) */
   snprintf(buf, sizeof buf, "%s/%s", path, part == H3_PART_REF2VA ? "transformer_ref" : "transformer");
-  if (is_dir(buf)) {
+  if (h3_is_dir(buf)) {
     snprintf(out, cap, "%s", buf);
     return H3_OK;
   }
   /* original release root: FL2VA/transformer, Ref2VA/transformer */
   snprintf(buf, sizeof buf, "%s/%s/transformer", path, part == H3_PART_REF2VA ? "Ref2VA" : "FL2VA");
-  if (is_dir(buf)) {
+  if (h3_is_dir(buf)) {
     snprintf(out, cap, "%s", buf);
     return H3_OK;
   }
@@ -323,9 +314,9 @@ h3_status h3_dit_weights_open(const char *path, h3_dit_partition part, h3_dit_we
   if (s != H3_OK) goto fail;
   /* A config.json beside the weights decides the config (and marks a release folder). */
   int has_cfg = 0, original_cfg = 0;
-  if (is_dir(loc)) {
+  if (h3_is_dir(loc)) {
     snprintf(w->config_path, sizeof w->config_path, "%s/config.json", loc);
-    has_cfg = is_file(w->config_path);
+    has_cfg = h3_is_file(w->config_path);
     if (!has_cfg) {
       s = h3_fail(H3_ERR_NOT_FOUND, "%s: missing config.json beside the transformer weights", loc);
       goto fail;

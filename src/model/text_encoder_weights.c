@@ -12,46 +12,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "core/log.h"
+#include "io/paths.h"
 #include "model/text_encoder.h"
-
-static int is_dir(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-static int is_file(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
 
 h3_status h3_te_locate(const char *path, char *weights, size_t wcap, char *config, size_t ccap) {
   char buf[2300];
   config[0] = 0;
-  if (is_file(path)) {
+  if (h3_is_file(path)) {
     snprintf(weights, wcap, "%s", path);
     /* config.json beside an index.json / a file of a component folder */
     const char *slash = strrchr(path, '/');
     if (slash) snprintf(buf, sizeof buf, "%.*s/config.json", (int)(slash - path), path);
     else snprintf(buf, sizeof buf, "config.json");
-    if (is_file(buf)) snprintf(config, ccap, "%s", buf);
+    if (h3_is_file(buf)) snprintf(config, ccap, "%s", buf);
     return H3_OK;
   }
-  if (!is_dir(path)) return h3_fail(H3_ERR_NOT_FOUND, "%s: no such file or folder", path);
+  if (!h3_is_dir(path)) return h3_fail(H3_ERR_NOT_FOUND, "%s: no such file or folder", path);
   const char *subs[2] = {"text_encoder", "FL2VA/text_encoder"};
   const char *dir = path;
   char found[2100];
   for (int i = 0; i < 2; i++) {
     snprintf(found, sizeof found, "%s/%s", path, subs[i]);
-    if (is_dir(found)) {
+    if (h3_is_dir(found)) {
       dir = found;
       break;
     }
   }
   snprintf(weights, wcap, "%s", dir);
   snprintf(buf, sizeof buf, "%s/config.json", dir);
-  if (is_file(buf)) snprintf(config, ccap, "%s", buf);
+  if (h3_is_file(buf)) snprintf(config, ccap, "%s", buf);
   return H3_OK;
 }
 

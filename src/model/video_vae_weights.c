@@ -10,10 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "core/log.h"
 #include "io/json_config.h"
+#include "io/paths.h"
 #include "model/video_vae_decoder.h"
 
 /* Latent statistics of the release (video-vae.md §2.3), used only for a
@@ -43,15 +43,6 @@ const char *h3_vvae_convention_name(h3_vvae_convention c) {
 }
 
 /* ---- paths ----------------------------------------------------------------- */
-
-static int is_dir(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-static int is_file(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
 
 static h3_status join(char *out, size_t cap, const char *a, const char *b) {
   int n = snprintf(out, cap, "%s/%s", a, b);
@@ -86,7 +77,7 @@ static cfg_kind classify(const json_t *root) {
 }
 
 static cfg_kind classify_file(const char *path) {
-  if (!is_file(path)) return CFG_NONE;
+  if (!h3_is_file(path)) return CFG_NONE;
   json_t *root = NULL;
   if (h3_json_load(path, &root) != H3_OK) {
     h3_error_clear();
@@ -120,8 +111,8 @@ static h3_status locate_wrapper(const char *dir, const char *wrapper_cfg, locate
       L->arch_kind = CFG_SOURCE;
     }
     if (s == H3_OK) s = join(L->weights, sizeof L->weights, sdir, file);
-    if (s == H3_OK && !is_file(L->weights)) {
-      if (is_dir(sdir))
+    if (s == H3_OK && !h3_is_file(L->weights)) {
+      if (h3_is_dir(sdir))
         snprintf(L->weights, sizeof L->weights, "%s", sdir); /* e.g. a sharded source folder */
       else
         s = h3_fail(H3_ERR_NOT_FOUND, "%s: source_path '%s' (weights of the original video VAE) not found",
@@ -135,7 +126,7 @@ static h3_status locate_wrapper(const char *dir, const char *wrapper_cfg, locate
 static h3_status locate(const char *path, located *L, int depth) {
   memset(L, 0, sizeof *L);
   char dir[1024], cfg[1024];
-  if (is_file(path)) {
+  if (h3_is_file(path)) {
     snprintf(L->weights, sizeof L->weights, "%s", path);
     dirname_of(path, dir, sizeof dir);
     H3_TRY(join(cfg, sizeof cfg, dir, "config.json"));
@@ -155,7 +146,7 @@ static h3_status locate(const char *path, located *L, int depth) {
     }
     return H3_OK;
   }
-  if (!is_dir(path)) return h3_fail(H3_ERR_NOT_FOUND, "%s: no such file or folder (video VAE)", path);
+  if (!h3_is_dir(path)) return h3_fail(H3_ERR_NOT_FOUND, "%s: no such file or folder (video VAE)", path);
   H3_TRY(join(cfg, sizeof cfg, path, "config.json"));
   cfg_kind k = classify_file(cfg);
   switch (k) {
@@ -189,7 +180,7 @@ static h3_status locate(const char *path, located *L, int depth) {
       char sub[1024], scfg[1024];
       H3_TRY(join(sub, sizeof sub, path, subs[i]));
       H3_TRY(join(scfg, sizeof scfg, sub, "config.json"));
-      if (is_file(scfg)) return locate(sub, L, depth + 1);
+      if (h3_is_file(scfg)) return locate(sub, L, depth + 1);
     }
   /* A folder of weights without config (e.g. a Comfy file on its own). */
   snprintf(L->weights, sizeof L->weights, "%s", path);
