@@ -95,3 +95,65 @@ h3_status h3_check_conv_transpose1d(const char *op, const h3_tensor *x, const h3
   if (bias) H3_TRY(h3_check_vec(op, "bias", bias, Co));
   return H3_OK;
 }
+
+h3_status h3_check_2d(const h3_tensor *t, const char *op, const char *name) {
+  if (!t) return h3_fail(H3_ERR_INVALID, "%s: %s is NULL", op, name);
+  if (t->ndim != 2) return h3_fail(H3_ERR_SHAPE, "%s: %s must be 2-D (has %d dims)", op, name, t->ndim);
+  return H3_OK;
+}
+
+h3_status h3_check_2d_layout(const h3_tensor *t, const char *op, const char *name) {
+  if (t->shape[0] < 0 || t->shape[1] < 0) return h3_fail(H3_ERR_SHAPE, "%s: %s has a negative dimension", op, name);
+  if (t->shape[1] > 1 && t->stride[1] != 1)
+    return h3_fail(H3_ERR_INVALID, "%s: %s must have unit column stride (has %lld)", op, name, (long long)t->stride[1]);
+  if (t->shape[0] > 1 && t->stride[0] < t->shape[1])
+    return h3_fail(H3_ERR_INVALID, "%s: %s row stride %lld is below its %lld columns", op, name,
+                   (long long)t->stride[0], (long long)t->shape[1]);
+  if (t->shape[0] > 0 && t->shape[1] > 0 && !t->data) return h3_fail(H3_ERR_INVALID, "%s: %s has no data", op, name);
+  return H3_OK;
+}
+
+h3_status h3_check_same_shape2d(const h3_tensor *a, const h3_tensor *b, const char *op, const char *an, const char *bn) {
+  if (a->shape[0] != b->shape[0] || a->shape[1] != b->shape[1])
+    return h3_fail(H3_ERR_SHAPE, "%s: %s [%lld, %lld] and %s [%lld, %lld] differ", op, an, (long long)a->shape[0],
+                   (long long)a->shape[1], bn, (long long)b->shape[0], (long long)b->shape[1]);
+  return H3_OK;
+}
+
+h3_status h3_check_table_cols(const h3_tensor *table, int64_t col, int64_t D, const char *op, const char *what) {
+  if (col < 0 || col + D > table->shape[1])
+    return h3_fail(H3_ERR_SHAPE, "%s: %s columns %lld..%lld outside the %lld columns of the table", op, what,
+                   (long long)col, (long long)(col + D), (long long)table->shape[1]);
+  return H3_OK;
+}
+
+h3_status h3_check_swiglu(const h3_tensor *f, int64_t gate_col, int64_t value_col, const h3_tensor *out) {
+  const int64_t M = out->shape[0], F = out->shape[1];
+  if (f->shape[0] != M)
+    return h3_fail(H3_ERR_SHAPE, "swiglu: f has %lld rows, out %lld", (long long)f->shape[0], (long long)M);
+  if (gate_col < 0 || gate_col + F > f->shape[1] || value_col < 0 || value_col + F > f->shape[1])
+    return h3_fail(H3_ERR_SHAPE,
+                   "swiglu: gate (col %lld) or value (col %lld) of width %lld outside the %lld columns of f",
+                   (long long)gate_col, (long long)value_col, (long long)F, (long long)f->shape[1]);
+  return H3_OK;
+}
+
+h3_status h3_check_snake(const char *op, const h3_tensor *x, const h3_tensor *freq, const h3_tensor *inv_mag,
+                         const h3_tensor *y) {
+  H3_TRY(h3_check_btl(op, "input", x));
+  H3_TRY(h3_check_shape3(op, "output", y, x->shape[0], x->shape[1], x->shape[2]));
+  H3_TRY(h3_check_vec(op, "freq", freq, x->shape[1]));
+  return h3_check_vec(op, "inv_mag", inv_mag, x->shape[1]);
+}
+
+h3_status h3_check_snake_aa(const char *op, const h3_tensor *x, const h3_tensor *freq, const h3_tensor *inv_mag,
+                            const h3_tensor *up_filter, const h3_tensor *down_filter, const h3_tensor *y) {
+  H3_TRY(h3_check_snake(op, x, freq, inv_mag, y));
+  if (!up_filter) return h3_fail(H3_ERR_INVALID, "%s: up_filter is missing", op);
+  const int64_t K = h3_tensor_numel(up_filter);
+  if (K < 2 || K % 2 || K > H3_SNAKE_AA_MAX_K)
+    return h3_fail(H3_ERR_UNSUPPORTED, "%s: filter length %lld (must be even, 2..%d)", op, (long long)K,
+                   H3_SNAKE_AA_MAX_K);
+  H3_TRY(h3_check_vec(op, "up_filter", up_filter, K));
+  return h3_check_vec(op, "down_filter", down_filter, K);
+}

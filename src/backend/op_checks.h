@@ -21,6 +21,26 @@ h3_status h3_check_shape3(const char *op, const char *what, const h3_tensor *t, 
 /* Whether the byte ranges of two contiguous tensors intersect. */
 bool h3_tensors_overlap(const h3_tensor *a, const h3_tensor *b);
 
+/* A 2-D row-major view, in two parts so a backend can check its dtypes between them:
+ * h3_check_2d: t given and 2-D; h3_check_2d_layout: no negative dimension, unit
+ * column stride, row stride >= columns, data when non-empty. */
+h3_status h3_check_2d(const h3_tensor *t, const char *op, const char *name);
+h3_status h3_check_2d_layout(const h3_tensor *t, const char *op, const char *name);
+
+/* Two 2-D tensors of the same [rows, cols]. */
+h3_status h3_check_same_shape2d(const h3_tensor *a, const h3_tensor *b, const char *op, const char *an, const char *bn);
+/* Columns [col, col + D) inside a modulation table. */
+h3_status h3_check_table_cols(const h3_tensor *table, int64_t col, int64_t D, const char *op, const char *what);
+/* swiglu: f [M, *] holds gate and value column ranges of out's width F, out [M, F]. */
+h3_status h3_check_swiglu(const h3_tensor *f, int64_t gate_col, int64_t value_col, const h3_tensor *out);
+/* snake / snake_aa arguments (x [B,C,L], y like x, freq and inv_mag [C]; snake_aa also the
+ * even-length up/down filters of at most max_k taps); aliasing is the caller's check. */
+#define H3_SNAKE_AA_MAX_K 64
+h3_status h3_check_snake(const char *op, const h3_tensor *x, const h3_tensor *freq, const h3_tensor *inv_mag,
+                         const h3_tensor *y);
+h3_status h3_check_snake_aa(const char *op, const h3_tensor *x, const h3_tensor *freq, const h3_tensor *inv_mag,
+                            const h3_tensor *up_filter, const h3_tensor *down_filter, const h3_tensor *y);
+
 /* Whether two 2-D row-major views (row stride stride[0] >= cols) share an
  * element; column slices of one buffer with disjoint columns do not. */
 bool h3_views_overlap(const h3_tensor *a, const h3_tensor *b);

@@ -21,7 +21,7 @@
 #define OBLK 8    /* output channels per conv task */
 #define NTILE 256 /* output samples per conv task */
 #define AA_TILE 256
-#define AA_MAX_K 64
+#define AA_MAX_K H3_SNAKE_AA_MAX_K
 #define G_OBLK 64                       /* output channels per sgemm task */
 #define G_COL_FLOATS ((int64_t)1 << 19) /* im2col tile budget (2 MiB) */
 
@@ -396,10 +396,7 @@ h3_status h3_cpu_snake(h3_backend *be, const h3_tensor *x, const h3_tensor *freq
                        h3_tensor *y) {
   static const char *op = "snake";
   (void)be;
-  H3_TRY(want_btl(op, "input", x));
-  H3_TRY(want_shape3(op, "output", y, x->shape[0], x->shape[1], x->shape[2]));
-  H3_TRY(want_vec(op, "freq", freq, x->shape[1]));
-  H3_TRY(want_vec(op, "inv_mag", inv_mag, x->shape[1]));
+  H3_TRY(h3_check_snake(op, x, freq, inv_mag, y));
   if (x->data != y->data && overlaps(x, y)) return h3_fail(H3_ERR_INVALID, "%s: output partially overlaps input", op);
   snake_ctx c = {
       .x = x->data, .freq = freq->data, .inv = inv_mag->data, .y = y->data, .C = x->shape[1], .L = x->shape[2]};
@@ -475,16 +472,8 @@ h3_status h3_cpu_snake_aa(h3_backend *be, const h3_tensor *x, const h3_tensor *f
                           const h3_tensor *up_filter, const h3_tensor *down_filter, h3_tensor *y) {
   static const char *op = "snake_aa";
   (void)be;
-  H3_TRY(want_btl(op, "input", x));
-  H3_TRY(want_shape3(op, "output", y, x->shape[0], x->shape[1], x->shape[2]));
-  H3_TRY(want_vec(op, "freq", freq, x->shape[1]));
-  H3_TRY(want_vec(op, "inv_mag", inv_mag, x->shape[1]));
-  if (!up_filter) return h3_fail(H3_ERR_INVALID, "%s: up_filter is missing", op);
+  H3_TRY(h3_check_snake_aa(op, x, freq, inv_mag, up_filter, down_filter, y));
   const int64_t K = h3_tensor_numel(up_filter);
-  if (K < 2 || K % 2 || K > AA_MAX_K)
-    return h3_fail(H3_ERR_UNSUPPORTED, "%s: filter length %lld (must be even, 2..%d)", op, (long long)K, AA_MAX_K);
-  H3_TRY(want_vec(op, "up_filter", up_filter, K));
-  H3_TRY(want_vec(op, "down_filter", down_filter, K));
   if (overlaps(x, y)) return h3_fail(H3_ERR_INVALID, "%s: output aliases the input", op);
   const int64_t L = x->shape[2];
   if (L == 0 || x->shape[0] == 0 || x->shape[1] == 0) return H3_OK;

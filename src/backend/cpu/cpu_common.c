@@ -129,18 +129,10 @@ static const char *dt_name(h3_dtype dt) {
 }
 
 h3_status h3_cpu_check_mat(const h3_tensor *t, h3_dtype dt, const char *op, const char *name) {
-  if (!t) return h3_fail(H3_ERR_INVALID, "%s: %s is NULL", op, name);
-  if (t->ndim != 2) return h3_fail(H3_ERR_SHAPE, "%s: %s must be 2-D (has %d dims)", op, name, t->ndim);
+  H3_TRY(h3_check_2d(t, op, name));
   if (dt != H3_DT_INVALID && t->dtype != dt)
     return h3_fail(H3_ERR_INVALID, "%s: %s has dtype %s, expected %s", op, name, dt_name(t->dtype), dt_name(dt));
-  if (t->shape[0] < 0 || t->shape[1] < 0) return h3_fail(H3_ERR_SHAPE, "%s: %s has a negative dimension", op, name);
-  if (t->shape[1] > 1 && t->stride[1] != 1)
-    return h3_fail(H3_ERR_INVALID, "%s: %s must have unit column stride (has %lld)", op, name, (long long)t->stride[1]);
-  if (t->shape[0] > 1 && t->stride[0] < t->shape[1])
-    return h3_fail(H3_ERR_INVALID, "%s: %s row stride %lld is below its %lld columns", op, name,
-                   (long long)t->stride[0], (long long)t->shape[1]);
-  if (t->shape[0] > 0 && t->shape[1] > 0 && !t->data) return h3_fail(H3_ERR_INVALID, "%s: %s has no data", op, name);
-  return H3_OK;
+  return h3_check_2d_layout(t, op, name);
 }
 
 bool h3_cpu_overlap(const h3_tensor *a, const h3_tensor *b) { return h3_views_overlap(a, b); }

@@ -6,6 +6,7 @@
  *   round_bf16 rounds only under bf16 emulation: in plain f32 mode activations
  *   stay f32 end to end (the fp32 parity configuration), so it is a no-op. */
 #include "backend/cpu/cpu_internal.h"
+#include "backend/op_checks.h"
 
 #define EW_CHUNK 256
 #define EW_GRAIN_ELEMS 16384
@@ -58,13 +59,8 @@ h3_status h3_cpu_swiglu(h3_backend *be, const h3_tensor *f, int64_t gate_col, in
   h3_cpu_impl *c = h3_cpu_impl_of(be);
   H3_TRY(h3_cpu_check_mat(f, H3_DT_F32, op, "f"));
   H3_TRY(h3_cpu_check_mat(out, H3_DT_F32, op, "out"));
-  int64_t M = out->shape[0], F = out->shape[1];
-  if (f->shape[0] != M)
-    return h3_fail(H3_ERR_SHAPE, "swiglu: f has %lld rows, out %lld", (long long)f->shape[0], (long long)M);
-  if (gate_col < 0 || gate_col + F > f->shape[1] || value_col < 0 || value_col + F > f->shape[1])
-    return h3_fail(H3_ERR_SHAPE,
-                   "swiglu: gate (col %lld) or value (col %lld) of width %lld outside the %lld columns of f",
-                   (long long)gate_col, (long long)value_col, (long long)F, (long long)f->shape[1]);
+  H3_TRY(h3_check_swiglu(f, gate_col, value_col, out));
+  const int64_t M = out->shape[0], F = out->shape[1];
   ew_ctx C = {.a = f, .b = out, .gate_col = gate_col, .value_col = value_col, .cols = F, .emu = be->emulate_bf16};
   if (F == 0) return H3_OK;
   h3_cpu_parallel(c, M, row_grain(F * 4), swiglu_rows, &C);

@@ -6,25 +6,14 @@
  *   gated_residual    x = round(x + round(gate * y))
  *   add               x = round(x + y) */
 #include "backend/cpu/cpu_internal.h"
+#include "backend/op_checks.h"
 
 #define ROW_GRAIN_ELEMS 16384
 
 static int64_t row_grain(int64_t cols) { return cols > 0 && cols < ROW_GRAIN_ELEMS ? ROW_GRAIN_ELEMS / cols : 1; }
 
-static h3_status same_shape(const h3_tensor *a, const h3_tensor *b, const char *op, const char *an, const char *bn) {
-  if (a->shape[0] != b->shape[0] || a->shape[1] != b->shape[1])
-    return h3_fail(H3_ERR_SHAPE, "%s: %s [%lld, %lld] and %s [%lld, %lld] differ", op, an, (long long)a->shape[0],
-                   (long long)a->shape[1], bn, (long long)b->shape[0], (long long)b->shape[1]);
-  return H3_OK;
-}
-
-static h3_status check_cols(const h3_tensor *table, int64_t col, int64_t D, const char *op, const char *what) {
-  if (col < 0 || col + D > table->shape[1])
-    return h3_fail(H3_ERR_SHAPE, "%s: %s columns %lld..%lld outside the %lld columns of the table", op, what,
-                   (long long)col, (long long)(col + D), (long long)table->shape[1]);
-  return H3_OK;
-}
-
+#define same_shape h3_check_same_shape2d
+#define check_cols h3_check_table_cols
 /* n[j] = x[j] * r * w[j], rounded when emulating (in place allowed) */
 static void norm_row(const float *x, const float *w, float r, int64_t D, bool emu, float *y) {
   if (w)

@@ -168,21 +168,13 @@ bool h3_cuda_is_device_ptr(const void *p) {
 }
 
 h3_status h3_cuda_check_mat(const h3_tensor *t, unsigned mask, const char *op, const char *name) {
-  if (!t) return h3_fail(H3_ERR_INVALID, "%s: %s is NULL", op, name);
-  if (t->ndim != 2) return h3_fail(H3_ERR_SHAPE, "%s: %s must be 2-D (has %d dims)", op, name, t->ndim);
+  H3_TRY(h3_check_2d(t, op, name));
   if (t->dtype <= H3_DT_INVALID || t->dtype >= H3_DT_COUNT || h3_dtype_size(t->dtype) == 0)
     return h3_fail(H3_ERR_INVALID, "%s: %s has an invalid dtype", op, name);
   if (mask && !(mask & H3_CUDA_DT(t->dtype)))
     return h3_fail(H3_ERR_UNSUPPORTED, "%s: %s has dtype %s, which the CUDA backend does not take here", op, name,
                    dt_name(t->dtype));
-  if (t->shape[0] < 0 || t->shape[1] < 0) return h3_fail(H3_ERR_SHAPE, "%s: %s has a negative dimension", op, name);
-  if (t->shape[1] > 1 && t->stride[1] != 1)
-    return h3_fail(H3_ERR_INVALID, "%s: %s must have unit column stride (has %lld)", op, name, (long long)t->stride[1]);
-  if (t->shape[0] > 1 && t->stride[0] < t->shape[1])
-    return h3_fail(H3_ERR_INVALID, "%s: %s row stride %lld is below its %lld columns", op, name,
-                   (long long)t->stride[0], (long long)t->shape[1]);
-  if (t->shape[0] > 0 && t->shape[1] > 0 && !t->data) return h3_fail(H3_ERR_INVALID, "%s: %s has no data", op, name);
-  return H3_OK;
+  return h3_check_2d_layout(t, op, name);
 }
 
 h3_status h3_cuda_check_device(const h3_tensor *t, const char *op, const char *name) {

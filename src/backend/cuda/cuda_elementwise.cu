@@ -7,6 +7,7 @@
  *   swiglu  out = v * silu(g);  rnd: s = round(silu(g)), out = round(v * s)
  *   silu    rnd: round(silu(x)) */
 #include "backend/cuda/cuda_kernels.cuh"
+#include "backend/op_checks.h"
 
 /* ---- convert_rows -------------------------------------------------------------- */
 
@@ -66,13 +67,8 @@ extern "C" h3_status h3_cuda_swiglu(h3_backend *be, const h3_tensor *f, int64_t 
   H3_TRY(h3_cuda_enter(be, op));
   H3_TRY(h3_cuda_check_mat(f, H3_CUDA_ACT, op, "f"));
   H3_TRY(h3_cuda_check_mat(out, H3_CUDA_ACT, op, "out"));
-  int64_t M = out->shape[0], F = out->shape[1];
-  if (f->shape[0] != M)
-    return h3_fail(H3_ERR_SHAPE, "swiglu: f has %lld rows, out %lld", (long long)f->shape[0], (long long)M);
-  if (gate_col < 0 || gate_col + F > f->shape[1] || value_col < 0 || value_col + F > f->shape[1])
-    return h3_fail(H3_ERR_SHAPE,
-                   "swiglu: gate (col %lld) or value (col %lld) of width %lld outside the %lld columns of f",
-                   (long long)gate_col, (long long)value_col, (long long)F, (long long)f->shape[1]);
+  H3_TRY(h3_check_swiglu(f, gate_col, value_col, out));
+  const int64_t M = out->shape[0], F = out->shape[1];
   H3_TRY(h3_cuda_check_device(f, op, "f"));
   H3_TRY(h3_cuda_check_device(out, op, "out"));
   if (M == 0 || F == 0) return H3_OK;

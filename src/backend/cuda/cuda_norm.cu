@@ -8,6 +8,7 @@
  *   add               x = round(x + y)
  * One block per row for the norms; flat grid-stride loops for the others. */
 #include "backend/cuda/cuda_kernels.cuh"
+#include "backend/op_checks.h"
 
 #define NORM_THREADS 256
 
@@ -70,20 +71,8 @@ __global__ void k_rmsnorm(norm_args a) {
   }
 }
 
-static h3_status same_shape(const h3_tensor *a, const h3_tensor *b, const char *op, const char *an, const char *bn) {
-  if (a->shape[0] != b->shape[0] || a->shape[1] != b->shape[1])
-    return h3_fail(H3_ERR_SHAPE, "%s: %s [%lld, %lld] and %s [%lld, %lld] differ", op, an, (long long)a->shape[0],
-                   (long long)a->shape[1], bn, (long long)b->shape[0], (long long)b->shape[1]);
-  return H3_OK;
-}
-
-static h3_status check_cols(const h3_tensor *table, int64_t col, int64_t D, const char *op, const char *what) {
-  if (col < 0 || col + D > table->shape[1])
-    return h3_fail(H3_ERR_SHAPE, "%s: %s columns %lld..%lld outside the %lld columns of the table", op, what,
-                   (long long)col, (long long)(col + D), (long long)table->shape[1]);
-  return H3_OK;
-}
-
+#define same_shape h3_check_same_shape2d
+#define check_cols h3_check_table_cols
 /* x/y: activations in device memory; in place allowed only as exactly the same view. */
 static h3_status check_xy(const h3_tensor *x, const h3_tensor *y, const char *op) {
   H3_TRY(h3_cuda_check_mat(x, H3_CUDA_ACT, op, "x"));

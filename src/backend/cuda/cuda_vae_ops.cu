@@ -135,29 +135,15 @@ static int64_t ld_of(const h3_tensor *t) { return t->stride[0] > t->shape[1] ? t
 /* A 2-D [rows, cols] view (unit column stride, row stride >= cols) of F32,
  * BF16 or F16; `unsupported_dt` picks the error code of a wrong dtype. */
 static h3_status check_mat(const h3_tensor *t, const char *op, const char *name, bool unsupported_dt, int *vt) {
-  if (!t) return h3_fail(H3_ERR_INVALID, "%s: %s is NULL", op, name);
-  if (t->ndim != 2) return h3_fail(H3_ERR_SHAPE, "%s: %s must be 2-D (has %d dims)", op, name, t->ndim);
+  H3_TRY(h3_check_2d(t, op, name));
   *vt = vt_of(t->dtype);
   if (*vt < 0)
     return h3_fail(unsupported_dt ? H3_ERR_UNSUPPORTED : H3_ERR_INVALID,
                    "%s: %s has dtype %s (F32, BF16 or F16 expected)", op, name, dt_name(t->dtype));
-  if (t->shape[0] < 0 || t->shape[1] < 0) return h3_fail(H3_ERR_SHAPE, "%s: %s has a negative dimension", op, name);
-  if (t->shape[1] > 1 && t->stride[1] != 1)
-    return h3_fail(H3_ERR_INVALID, "%s: %s must have unit column stride (has %lld)", op, name, (long long)t->stride[1]);
-  if (t->shape[0] > 1 && t->stride[0] < t->shape[1])
-    return h3_fail(H3_ERR_INVALID, "%s: %s row stride %lld is below its %lld columns", op, name,
-                   (long long)t->stride[0], (long long)t->shape[1]);
-  if (t->shape[0] > 0 && t->shape[1] > 0 && !t->data) return h3_fail(H3_ERR_INVALID, "%s: %s has no data", op, name);
-  return H3_OK;
+  return h3_check_2d_layout(t, op, name);
 }
 
-static h3_status same_shape(const h3_tensor *a, const h3_tensor *b, const char *op, const char *an, const char *bn) {
-  if (a->shape[0] != b->shape[0] || a->shape[1] != b->shape[1])
-    return h3_fail(H3_ERR_SHAPE, "%s: %s [%lld, %lld] and %s [%lld, %lld] differ", op, an, (long long)a->shape[0],
-                   (long long)a->shape[1], bn, (long long)b->shape[0], (long long)b->shape[1]);
-  return H3_OK;
-}
-
+#define same_shape h3_check_same_shape2d
 /* Optional float vector of n elements (F32/BF16/F16, contiguous), as h3_cpu_param_vec. */
 static h3_status video_vec(h3_backend *be, const h3_tensor *t, int64_t n, const char *op, const char *name, vvec *out) {
   out->p = NULL;
@@ -693,10 +679,7 @@ extern "C" h3_status h3_cuda_snake(h3_backend *be, const h3_tensor *x, const h3_
                                    h3_tensor *y) {
   static const char *op = "snake";
   H3_TRY(h3_cuda_enter(be, op));
-  H3_TRY(want_btl(op, "input", x));
-  H3_TRY(want_shape3(op, "output", y, x->shape[0], x->shape[1], x->shape[2]));
-  H3_TRY(want_vec(op, "freq", freq, x->shape[1]));
-  H3_TRY(want_vec(op, "inv_mag", inv_mag, x->shape[1]));
+  H3_TRY(h3_check_snake(op, x, freq, inv_mag, y));
   H3_TRY(h3_cuda_check_device(x, op, "input"));
   H3_TRY(h3_cuda_check_device(y, op, "output"));
   if (x->data != y->data && overlaps(x, y)) return h3_fail(H3_ERR_INVALID, "%s: output partially overlaps input", op);
@@ -715,7 +698,7 @@ extern "C" h3_status h3_cuda_snake(h3_backend *be, const h3_tensor *x, const h3_
 /* ---- snake_aa ---------------------------------------------------------------- */
 
 #define AA_TJ 256 /* outputs per block (= threads) */
-#define AA_MAX_K 64
+#define AA_MAX_K H3_SNAKE_AA_MAX_K
 
 /* With N = 2L, pl = K/2 - 1, hk = (K-2)/2 (cpu_avae_ops.c, snake_aa_task):
  *   up[2m + ph] = 2 * sum_{k < K/2} x[clamp(m + dq0[ph] + k)] * hu[ph + hk - 2 (dq0[ph] + k)]
@@ -778,16 +761,8 @@ extern "C" h3_status h3_cuda_snake_aa(h3_backend *be, const h3_tensor *x, const 
                                       const h3_tensor *down_filter, h3_tensor *y) {
   static const char *op = "snake_aa";
   H3_TRY(h3_cuda_enter(be, op));
-  H3_TRY(want_btl(op, "input", x));
-  H3_TRY(want_shape3(op, "output", y, x->shape[0], x->shape[1], x->shape[2]));
-  H3_TRY(want_vec(op, "freq", freq, x->shape[1]));
-  H3_TRY(want_vec(op, "inv_mag", inv_mag, x->shape[1]));
-  if (!up_filter) return h3_fail(H3_ERR_INVALID, "%s: up_filter is missing", op);
+  H3_TRY(h3_check_snake_aa(op, x, freq, inv_mag, up_filter, down_filter, y));
   const int64_t K = h3_tensor_numel(up_filter);
-  if (K < 2 || K % 2 || K > AA_MAX_K)
-    return h3_fail(H3_ERR_UNSUPPORTED, "%s: filter length %lld (must be even, 2..%d)", op, (long long)K, AA_MAX_K);
-  H3_TRY(want_vec(op, "up_filter", up_filter, K));
-  H3_TRY(want_vec(op, "down_filter", down_filter, K));
   H3_TRY(h3_cuda_check_device(x, op, "input"));
   H3_TRY(h3_cuda_check_device(y, op, "output"));
   if (overlaps(x, y)) return h3_fail(H3_ERR_INVALID, "%s: output aliases the input", op);
