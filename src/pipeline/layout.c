@@ -240,6 +240,21 @@ static void finish_positions(h3_layout *l) {
     l->position_ids[i] = (float)l->position_ids_f64[i];
 }
 
+/* The geometry fields every builder sets last, then the f32 positions. */
+static void finish_layout(h3_layout *l, int64_t cond_video_rows, int64_t cond_audio_rows, int64_t T, int64_t lh,
+                          int64_t lw, int64_t A, int64_t audio_start, int64_t video_start, double origin) {
+  l->num_cond_video_rows = cond_video_rows;
+  l->num_cond_audio_rows = cond_audio_rows;
+  l->latent_frames = T;
+  l->latent_height = lh;
+  l->latent_width = lw;
+  l->audio_latents = A;
+  l->audio_start = audio_start;
+  l->video_start = video_start;
+  l->target_origin = origin;
+  finish_positions(l);
+}
+
 static h3_status check_common(const int64_t *tags, int64_t L, int64_t T, int64_t A) {
   if (L < 0 || T < 1 || A < 0)
     return h3_fail(H3_ERR_INVALID, "layout: bad sizes (text %lld, latent frames %lld, audio latents %lld)",
@@ -310,16 +325,7 @@ h3_status h3_layout_build_t2va(h3_layout *out, const int64_t *text_tags, int64_t
   for (int64_t r = audio_start; r < video_start; r++)
     out->audio_indices[r - audio_start] = r;
 
-  out->num_cond_video_rows = ncond;
-  out->num_cond_audio_rows = 0;
-  out->latent_frames = T;
-  out->latent_height = lh;
-  out->latent_width = lw;
-  out->audio_latents = A;
-  out->audio_start = audio_start;
-  out->video_start = video_start;
-  out->target_origin = origin;
-  finish_positions(out);
+  finish_layout(out, ncond, 0, T, lh, lw, A, audio_start, video_start, origin);
 done:
   free(times);
   free(spans);
@@ -445,16 +451,7 @@ h3_status h3_layout_build_ref2va(h3_layout *out, const int64_t *text_tags, int64
   for (int64_t k = 0; k < nvid; k++)
     out->video_indices[nv++] = video_start + k;
 
-  out->num_cond_video_rows = ref_video_rows;
-  out->num_cond_audio_rows = ref_audio_rows;
-  out->latent_frames = T;
-  out->latent_height = lh;
-  out->latent_width = lw;
-  out->audio_latents = A;
-  out->audio_start = audio_start;
-  out->video_start = video_start;
-  out->target_origin = rotary_time;
-  finish_positions(out);
+  finish_layout(out, ref_video_rows, ref_audio_rows, T, lh, lw, A, audio_start, video_start, rotary_time);
 done:
   free(times);
   free(spans);
