@@ -138,12 +138,17 @@ h3_status h3_check_swiglu(const h3_tensor *f, int64_t gate_col, int64_t value_co
   return H3_OK;
 }
 
-h3_status h3_check_snake(const char *op, const h3_tensor *x, const h3_tensor *freq, const h3_tensor *inv_mag,
-                         const h3_tensor *y) {
+h3_status h3_check_per_channel(const char *op, const h3_tensor *x, const char *an, const h3_tensor *a, const char *bn,
+                               const h3_tensor *b, const h3_tensor *y) {
   H3_TRY(h3_check_btl(op, "input", x));
   H3_TRY(h3_check_shape3(op, "output", y, x->shape[0], x->shape[1], x->shape[2]));
-  H3_TRY(h3_check_vec(op, "freq", freq, x->shape[1]));
-  return h3_check_vec(op, "inv_mag", inv_mag, x->shape[1]);
+  H3_TRY(h3_check_vec(op, an, a, x->shape[1]));
+  return h3_check_vec(op, bn, b, x->shape[1]);
+}
+
+h3_status h3_check_snake(const char *op, const h3_tensor *x, const h3_tensor *freq, const h3_tensor *inv_mag,
+                         const h3_tensor *y) {
+  return h3_check_per_channel(op, x, "freq", freq, "inv_mag", inv_mag, y);
 }
 
 h3_status h3_check_snake_aa(const char *op, const h3_tensor *x, const h3_tensor *freq, const h3_tensor *inv_mag,

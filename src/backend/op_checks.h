@@ -33,6 +33,9 @@ h3_status h3_check_same_shape2d(const h3_tensor *a, const h3_tensor *b, const ch
 h3_status h3_check_table_cols(const h3_tensor *table, int64_t col, int64_t D, const char *op, const char *what);
 /* swiglu: f [M, *] holds gate and value column ranges of out's width F, out [M, F]. */
 h3_status h3_check_swiglu(const h3_tensor *f, int64_t gate_col, int64_t value_col, const h3_tensor *out);
+/* A per-channel op's arguments: x [B,C,L], y like x, parameter vectors a and b of C. */
+h3_status h3_check_per_channel(const char *op, const h3_tensor *x, const char *an, const h3_tensor *a, const char *bn,
+                               const h3_tensor *b, const h3_tensor *y);
 /* snake / snake_aa arguments (x [B,C,L], y like x, freq and inv_mag [C]; snake_aa also the
  * even-length up/down filters of at most max_k taps); aliasing is the caller's check. */
 #define H3_SNAKE_AA_MAX_K 64

@@ -520,10 +520,7 @@ h3_status h3_cpu_channel_affine(h3_backend *be, const h3_tensor *x, const h3_ten
                                 h3_tensor *y) {
   static const char *op = "channel_affine";
   (void)be;
-  H3_TRY(want_btl(op, "input", x));
-  H3_TRY(want_shape3(op, "output", y, x->shape[0], x->shape[1], x->shape[2]));
-  H3_TRY(want_vec(op, "scale", scale, x->shape[1]));
-  H3_TRY(want_vec(op, "shift", shift, x->shape[1]));
+  H3_TRY(h3_check_per_channel(op, x, "scale", scale, "shift", shift, y));
   if (x->data != y->data && overlaps(x, y)) return h3_fail(H3_ERR_INVALID, "%s: output partially overlaps input", op);
   ew_ctx c = {
       .x = x->data, .scale = scale->data, .shift = shift->data, .y = y->data, .C = x->shape[1], .L = x->shape[2]};

@@ -664,6 +664,32 @@ __device__ __forceinline__ float snake1(float v, float a, float inv) {
 
 #define EW_THREADS 256
 
+/* The common part of the per-channel [B, C, L] ops (snake, channel_affine) after their
+ * argument checks: device memory, aliasing, sizes, f32 device copies of the two channel
+ * parameters, and the grid (x over samples, y over rows (b, c) strided by gridDim.y). */
+typedef struct per_channel {
+  const float *a, *b;
+  int64_t C, L, rows;
+  dim3 grid;
+  bool empty;
+} per_channel;
+
+static h3_status per_channel_prep(h3_backend *be, const char *op, const h3_tensor *x, const h3_tensor *y,
+                                  const h3_tensor *a, const char *an, const h3_tensor *b, const char *bn,
+                                  per_channel *pc) {
+  H3_TRY(h3_cuda_check_device(x, op, "input"));
+  H3_TRY(h3_cuda_check_device(y, op, "output"));
+  if (x->data != y->data && overlaps(x, y)) return h3_fail(H3_ERR_INVALID, "%s: output partially overlaps input", op);
+  pc->C = x->shape[1], pc->L = x->shape[2], pc->rows = x->shape[0] * pc->C;
+  pc->empty = pc->rows == 0 || pc->L == 0;
+  if (pc->empty) return H3_OK;
+  H3_TRY(f32_param(be, a, op, an, &pc->a));
+  H3_TRY(f32_param(be, b, op, bn, &pc->b));
+  pc->grid = dim3((unsigned)((pc->L + EW_THREADS - 1) / EW_THREADS),
+                  (unsigned)(pc->rows < 65535 ? pc->rows : 65535), 1);
+  return H3_OK;
+}
+
 /* grid: x over samples, y over rows (b, c) strided by gridDim.y. */
 __global__ void __launch_bounds__(EW_THREADS)
     k_snake(const float *x, float *y, const float *freq, const float *inv, int64_t C, int64_t L, int64_t rows) {
@@ -680,17 +706,11 @@ extern "C" h3_status h3_cuda_snake(h3_backend *be, const h3_tensor *x, const h3_
   static const char *op = "snake";
   H3_TRY(h3_cuda_enter(be, op));
   H3_TRY(h3_check_snake(op, x, freq, inv_mag, y));
-  H3_TRY(h3_cuda_check_device(x, op, "input"));
-  H3_TRY(h3_cuda_check_device(y, op, "output"));
-  if (x->data != y->data && overlaps(x, y)) return h3_fail(H3_ERR_INVALID, "%s: output partially overlaps input", op);
-  const int64_t C = x->shape[1], L = x->shape[2], rows = x->shape[0] * C;
-  if (rows == 0 || L == 0) return H3_OK;
-  const float *fa, *fi;
-  H3_TRY(f32_param(be, freq, op, "freq", &fa));
-  H3_TRY(f32_param(be, inv_mag, op, "inv_mag", &fi));
-  cudaStream_t st = vae_stream(be);
-  const dim3 grid((unsigned)((L + EW_THREADS - 1) / EW_THREADS), (unsigned)(rows < 65535 ? rows : 65535), 1);
-  k_snake<<<grid, EW_THREADS, 0, st>>>((const float *)x->data, (float *)y->data, fa, fi, C, L, rows);
+  per_channel pc;
+  H3_TRY(per_channel_prep(be, op, x, y, freq, "freq", inv_mag, "inv_mag", &pc));
+  if (pc.empty) return H3_OK;
+  k_snake<<<pc.grid, EW_THREADS, 0, vae_stream(be)>>>((const float *)x->data, (float *)y->data, pc.a, pc.b, pc.C, pc.L,
+                                                       pc.rows);
   CU_LAUNCHED("k_snake");
   return H3_OK;
 }
@@ -798,21 +818,12 @@ extern "C" h3_status h3_cuda_channel_affine(h3_backend *be, const h3_tensor *x, 
                                             const h3_tensor *shift, h3_tensor *y) {
   static const char *op = "channel_affine";
   H3_TRY(h3_cuda_enter(be, op));
-  H3_TRY(want_btl(op, "input", x));
-  H3_TRY(want_shape3(op, "output", y, x->shape[0], x->shape[1], x->shape[2]));
-  H3_TRY(want_vec(op, "scale", scale, x->shape[1]));
-  H3_TRY(want_vec(op, "shift", shift, x->shape[1]));
-  H3_TRY(h3_cuda_check_device(x, op, "input"));
-  H3_TRY(h3_cuda_check_device(y, op, "output"));
-  if (x->data != y->data && overlaps(x, y)) return h3_fail(H3_ERR_INVALID, "%s: output partially overlaps input", op);
-  const int64_t C = x->shape[1], L = x->shape[2], rows = x->shape[0] * C;
-  if (rows == 0 || L == 0) return H3_OK;
-  const float *sc, *sh;
-  H3_TRY(f32_param(be, scale, op, "scale", &sc));
-  H3_TRY(f32_param(be, shift, op, "shift", &sh));
-  cudaStream_t st = vae_stream(be);
-  const dim3 grid((unsigned)((L + EW_THREADS - 1) / EW_THREADS), (unsigned)(rows < 65535 ? rows : 65535), 1);
-  k_channel_affine<<<grid, EW_THREADS, 0, st>>>((const float *)x->data, (float *)y->data, sc, sh, C, L, rows);
+  H3_TRY(h3_check_per_channel(op, x, "scale", scale, "shift", shift, y));
+  per_channel pc;
+  H3_TRY(per_channel_prep(be, op, x, y, scale, "scale", shift, "shift", &pc));
+  if (pc.empty) return H3_OK;
+  k_channel_affine<<<pc.grid, EW_THREADS, 0, vae_stream(be)>>>((const float *)x->data, (float *)y->data, pc.a, pc.b,
+                                                                pc.C, pc.L, pc.rows);
   CU_LAUNCHED("k_channel_affine");
   return H3_OK;
 }
