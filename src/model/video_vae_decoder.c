@@ -563,7 +563,7 @@ static h3_status rank_window(vv_rank *rk) {
     const int64_t n = pl->ntiles - t0 < pl->nb ? pl->ntiles - t0 : pl->nb;
     gather_tokens(pl, c, rk->b, rk->ck, t0, n);
     /* a CPU backend's ops may run on the default pool too: then the whole call is serialized */
-    const bool cpu = c->be->ops->stream == NULL || h3_backend_stream(c->be) == NULL;
+    const bool cpu = h3_backend_stream(c->be) == NULL;
     if (cpu) pthread_mutex_lock(rk->fetch_mu);
     h3_status s = forward(c, n, pl->tp.window, pl->lh, pl->lw);
     if (!cpu) pthread_mutex_lock(rk->fetch_mu);
@@ -664,27 +664,27 @@ static h3_status vvae_decode(h3_backend *be, const h3_vvae_weights *w, const h3_
   h3_dtype adt = opts && opts->half ? be->act_dtype : H3_DT_F32; /* f32 (exact) unless asked otherwise */
   pl.nb = tile_batch(g, want_batch, pl.ntiles, pl.P, h3_dtype_size(adt));
   pl.calls_per_window = (pl.ntiles + pl.nb - 1) / pl.nb;
-  if (opts && opts->n_more > 0) { /* windows spread over several backends */
+  /* three tile-wide pixel rows per thread of the pool that composes the windows */
+  float *lines = malloc((size_t)h3_threadpool_size(h3_default_pool()) * 3 * (size_t)pl.tx.len * sizeof(float));
+  vv_ctx c;
+  memset(&c, 0, sizeof c);
+  if (!lines) {
+    s = h3_fail(H3_ERR_NOMEM, "video VAE tile rows");
+  } else if (opts && opts->n_more > 0) { /* windows spread over several backends */
     h3_backend *bes[64];
     bes[0] = be;
     for (int r = 0; r < opts->n_more; r++) bes[r + 1] = opts->more_backends[r];
-    float *ml = malloc((size_t)h3_threadpool_size(h3_default_pool()) * 3 * (size_t)pl.tx.len * sizeof(float));
-    s = ml ? decode_ranks(&pl, w, bes, opts->n_more + 1, adt, ml, B) : h3_fail(H3_ERR_NOMEM, "video VAE tile rows");
-    free(ml);
+    s = decode_ranks(&pl, w, bes, opts->n_more + 1, adt, lines, B);
+  } else {
+    s = ctx_init(&c, be, w, pl.nb, pl.P, pl.ntiles, adt);
+  }
+  if (s != H3_OK || !c.be) { /* failed, or done by decode_ranks */
+    free(lines);
+    ctx_free(&c);
     h3_vvae_tiles_free(&pl.ty);
     h3_vvae_tiles_free(&pl.tx);
     return s;
   }
-  vv_ctx c;
-  s = ctx_init(&c, be, w, pl.nb, pl.P, pl.ntiles, adt);
-  if (s != H3_OK) {
-    h3_vvae_tiles_free(&pl.ty);
-    h3_vvae_tiles_free(&pl.tx);
-    return s;
-  }
-  /* three tile-wide pixel rows per thread of the pool that composes the windows */
-  float *lines = malloc((size_t)h3_threadpool_size(h3_default_pool()) * 3 * (size_t)pl.tx.len * sizeof(float));
-  if (!lines) s = h3_fail(H3_ERR_NOMEM, "video VAE tile rows");
   H3_LOGD("video VAE decode: %lld x [%lld, %lld, %lld, %lld] -> %lld frames of %lldx%lld; %lld windows x %lldx%lld "
           "tiles, %lld tiles per forward",
           (long long)B, (long long)pl.C, (long long)T, (long long)h, (long long)wd, (long long)pl.Fo,
