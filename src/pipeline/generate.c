@@ -186,10 +186,10 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
      * precision (the release decodes under fp16 autocast), exact f32 otherwise */
     h3_vvae_decode_opts vopt = {.tiling = -1, .half = h3_dit_get_precision(m->dit) == H3_PRECISION_BF16};
     /* with --gpus N the temporal windows are spread over the DiT group's other GPUs too */
-    h3_backend *more[63];
+    h3_backend *more[63]; /* a group has at most 64 ranks */
     const int nm = m->dit_group ? h3_dit_group_size(m->dit_group) - 1 : 0;
-    for (int r = 0; r < nm && r < 63; r++) more[r] = h3_dit_group_backend(m->dit_group, r + 1);
-    if (nm > 0) vopt.more_backends = more, vopt.n_more = nm < 63 ? nm : 63;
+    for (int r = 0; r < nm; r++) more[r] = h3_dit_group_backend(m->dit_group, r + 1);
+    if (nm > 0) vopt.more_backends = more, vopt.n_more = nm;
     st = h3_vvae_decode(m->be, m->vvae, &vopt, out->video_latents, 1, T, lh, lw, planar);
     if (st == H3_OK) {
       for (int64_t f = 0; f < F; f++)
