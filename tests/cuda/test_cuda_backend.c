@@ -508,6 +508,137 @@ static void expect(bool ok, const char *what) {
   if (!ok) g_fail++;
 }
 
+/* ---- BF16 vector fast paths ---------------------------------------------------------- */
+
+/* The row ops on BF16 views whose rows are 16-byte aligned (the DiT's case) take the
+ * vector kernels; same comparison against the CPU as the other cases, and the launch
+ * counter proves the fast path ran. */
+static void expect_vec(uint64_t before, const char *what) {
+  char name[224];
+  snprintf(name, sizeof name, "%s took the BF16 vector path", what);
+  expect(h3_cuda_vec_launches() > before, name);
+}
+
+static void t_vec_paths(h3_backend *gpu, const mode *m) {
+  char name[160];
+  /* rmsnorm: one, two and four 16-byte slots per thread; in place and not */
+  static const int64_t Ds[] = {1040, 3000, 5376};
+  for (int di = 0; di < 3; di++) {
+    const int64_t M = 23, D = Ds[di];
+    buf x = buf_make(gpu, M, D + 16, m->adt, 2.0f, 0.3f);
+    buf y = buf_make(gpu, M, D + 8, m->adt, 1.0f, 0.0f);
+    hweight w = hvec_make(di == 1 ? H3_DT_F32 : H3_DT_BF16, D, 0.5f, 1.0f);
+    h3_tensor hx = hv(&x, 8, D), dx = dv(&x, 8, D), hy = hv(&y, 0, D), dy = dv(&y, 0, D);
+    uint64_t n0 = h3_cuda_vec_launches();
+    OP(g_cpu->ops->rmsnorm(g_cpu, &hx, &w.t, 1e-6f, &hy));
+    OP(gpu->ops->rmsnorm(gpu, &dx, &w.t, 1e-6f, &dy));
+    snprintf(name, sizeof name, "rmsnorm %s aligned D=%lld", m->name, (long long)D);
+    buf_check(name, &y, 0, D, m->tol);
+    expect_vec(n0, name);
+    n0 = h3_cuda_vec_launches();
+    OP(g_cpu->ops->rmsnorm(g_cpu, &hx, NULL, 1e-5f, &hx));
+    OP(gpu->ops->rmsnorm(gpu, &dx, NULL, 1e-5f, &dx));
+    snprintf(name, sizeof name, "rmsnorm %s aligned D=%lld in place", m->name, (long long)D);
+    buf_check(name, &x, 8, D, m->tol);
+    expect_vec(n0, name);
+    buf_free(&x);
+    buf_free(&y);
+  }
+  { /* rmsnorm_modulate, then gated_residual and add, on a 6-row table */
+    const int64_t M = 37, D = 648, R = 6, C = 6 * D + 8;
+    int32_t iv[37];
+    for (int i = 0; i < M; i++) iv[i] = (int32_t)((i * 5 + 2) % R);
+    buf x = buf_make(gpu, M, D + 24, m->adt, 1.5f, 0.0f);
+    buf y = buf_make(gpu, M, D, m->adt, 1.0f, 0.0f);
+    buf tab = buf_make(gpu, R, C, m->adt, 0.5f, 0.0f);
+    ibuf idx = ibuf_make(gpu, iv, M);
+    hweight w = hvec_make(H3_DT_BF16, D, 0.3f, 1.0f);
+    h3_tensor hx = hv(&x, 16, D), dx = dv(&x, 16, D), hy = hv(&y, 0, D), dy = dv(&y, 0, D);
+    h3_tensor ht = hv(&tab, 0, C), dt = dv(&tab, 0, C), hi = ih(&idx), di = id(&idx);
+    uint64_t n0 = h3_cuda_vec_launches();
+    OP(g_cpu->ops->rmsnorm_modulate(g_cpu, &hx, &w.t, 1e-6f, &ht, &hi, 8, 8 + 3 * D, &hy));
+    OP(gpu->ops->rmsnorm_modulate(gpu, &dx, &w.t, 1e-6f, &dt, &di, 8, 8 + 3 * D, &dy));
+    snprintf(name, sizeof name, "rmsnorm_modulate %s aligned D=%lld", m->name, (long long)D);
+    buf_check(name, &y, 0, D, m->tol);
+    expect_vec(n0, name);
+    n0 = h3_cuda_vec_launches();
+    OP(g_cpu->ops->gated_residual(g_cpu, &hx, &hy, &ht, &hi, 8 + 2 * D));
+    OP(gpu->ops->gated_residual(gpu, &dx, &dy, &dt, &di, 8 + 2 * D));
+    snprintf(name, sizeof name, "gated_residual %s aligned D=%lld", m->name, (long long)D);
+    buf_check(name, &x, 16, D, m->tol);
+    expect_vec(n0, name);
+    n0 = h3_cuda_vec_launches();
+    OP(g_cpu->ops->add(g_cpu, &hx, &hy));
+    OP(gpu->ops->add(gpu, &dx, &dy));
+    snprintf(name, sizeof name, "add %s aligned D=%lld", m->name, (long long)D);
+    buf_check(name, &x, 16, D, m->tol);
+    expect_vec(n0, name);
+    buf_free(&x);
+    buf_free(&y);
+    buf_free(&tab);
+    ibuf_free(&idx);
+  }
+  { /* swiglu: value columns before and after the gate columns */
+    const int64_t M = 29, F = 264;
+    const int64_t offs[2][2] = {{0, F + 8}, {F + 8, 0}};
+    for (int o = 0; o < 2; o++) {
+      buf f = buf_make(gpu, M, 2 * F + 16, m->adt, 4.0f, 0.0f);
+      buf out = buf_make(gpu, M, F + 8, m->adt, 1.0f, 0.0f);
+      h3_tensor hf = hv(&f, 0, 2 * F + 8), df = dv(&f, 0, 2 * F + 8), ho = hv(&out, 8, F), dO = dv(&out, 8, F);
+      uint64_t n0 = h3_cuda_vec_launches();
+      OP(g_cpu->ops->swiglu(g_cpu, &hf, offs[o][0], offs[o][1], &ho));
+      OP(gpu->ops->swiglu(gpu, &df, offs[o][0], offs[o][1], &dO));
+      snprintf(name, sizeof name, "swiglu %s aligned gate@%lld value@%lld", m->name, (long long)offs[o][0],
+               (long long)offs[o][1]);
+      buf_check(name, &out, 8, F, m->tol);
+      expect_vec(n0, name);
+      buf_free(&f);
+      buf_free(&out);
+    }
+  }
+  /* qk_norm_rope at head_dim 128: the release's per-head interleave and a contiguous GQA
+   * layout; partial (96), full (128) and no rotation */
+  struct {
+    const char *what;
+    int H, KV;
+    int64_t rot;
+    bool interleave;
+    h3_dtype wdt;
+  } rc[] = {{"interleaved", 3, 0, 96, true, H3_DT_BF16},
+            {"gqa", 4, 2, 128, false, H3_DT_F32},
+            {"no rope", 2, 0, 0, false, H3_DT_INVALID}};
+  for (int c = 0; c < 3; c++) {
+    const int64_t D = 128, S = 45;
+    const int H = rc[c].H, KV = rc[c].KV ? rc[c].KV : rc[c].H;
+    h3_qkv_layout l = {.heads = H, .head_dim = (int)D, .kv_heads = rc[c].KV};
+    if (rc[c].interleave) {
+      l.q_off = 0, l.k_off = D, l.v_off = 2 * D, l.head_stride = 3 * D;
+    } else {
+      l.q_off = 0, l.k_off = H * D, l.v_off = (H + KV) * D, l.head_stride = D;
+    }
+    const int64_t cols = (H + 2 * KV) * D;
+    buf q = buf_make(gpu, S, cols + 4, m->adt, 2.0f, 0.1f);
+    buf cs = buf_make(gpu, S, rc[c].rot ? rc[c].rot + 2 : 1, H3_DT_F32, 1.0f, 0.0f);
+    buf sn = buf_make(gpu, S, rc[c].rot ? rc[c].rot + 2 : 1, H3_DT_F32, 1.0f, 0.0f);
+    hweight qw = rc[c].wdt != H3_DT_INVALID ? hvec_make(rc[c].wdt, D, 0.4f, 1.0f) : (hweight){0};
+    hweight kw = rc[c].wdt != H3_DT_INVALID ? hvec_make(rc[c].wdt, D, 0.4f, 1.0f) : (hweight){0};
+    const h3_tensor *qwt = rc[c].wdt != H3_DT_INVALID ? &qw.t : NULL, *kwt = rc[c].wdt != H3_DT_INVALID ? &kw.t : NULL;
+    h3_tensor hq = hv(&q, 0, cols), dq = dv(&q, 0, cols);
+    const int64_t rot = rc[c].rot;
+    h3_tensor hc = hv(&cs, 1, rot), dc = dv(&cs, 1, rot), hs = hv(&sn, 1, rot), ds = dv(&sn, 1, rot);
+    uint64_t n0 = h3_cuda_vec_launches();
+    OP(g_cpu->ops->qk_norm_rope(g_cpu, &hq, &l, qwt, kwt, 1e-6f, rot ? &hc : NULL, rot ? &hs : NULL));
+    OP(gpu->ops->qk_norm_rope(gpu, &dq, &l, qwt, kwt, 1e-6f, rot ? &dc : NULL, rot ? &ds : NULL));
+    snprintf(name, sizeof name, "qk_norm_rope %s aligned %s H%d/KV%d D128 rot%lld", m->name, rc[c].what, H, KV,
+             (long long)rot);
+    buf_check(name, &q, 0, cols, m->tol);
+    expect_vec(n0, name);
+    buf_free(&q);
+    buf_free(&cs);
+    buf_free(&sn);
+  }
+}
+
 static void t_misc(h3_backend *gpu) {
   set_mode(gpu, &MODES[0]);
   /* transfers larger than the staging buffers, at odd sizes */
@@ -637,6 +768,7 @@ int main(void) {
     t_swiglu(gpu, m);
     t_round_zero(gpu, m);
     t_rows(gpu, m);
+    if (m->adt == H3_DT_BF16) t_vec_paths(gpu, m);
   }
   t_misc(gpu);
   printf("weight cache: %zu bytes on the first backend, %zu on the second\n", h3_cuda_weight_cache_bytes(gpu),

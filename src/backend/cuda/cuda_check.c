@@ -21,6 +21,15 @@ h3_status h3_cuda_launched(const char *op, const char *kernel) {
   return H3_OK;
 }
 
+static uint64_t g_vec_launches; /* atomic */
+
+h3_status h3_cuda_launched_vec(const char *op, const char *kernel) {
+  __atomic_add_fetch(&g_vec_launches, 1, __ATOMIC_RELAXED);
+  return h3_cuda_launched(op, kernel);
+}
+
+uint64_t h3_cuda_vec_launches(void) { return __atomic_load_n(&g_vec_launches, __ATOMIC_RELAXED); }
+
 h3_status h3_cuda_enter(h3_backend *be, const char *op) {
   if (!be || !be->impl) return h3_fail(H3_ERR_INVALID, "%s: no CUDA backend", op);
   int cur = -1;

@@ -44,6 +44,24 @@ __global__ void k_swiglu(const void *f, int fdt, int64_t ldf, int64_t gcol, int6
     }
 }
 
+/* BF16 fast path (f and out BF16, 16-byte vectors): same arithmetic, 8 elements per load */
+__global__ void k_swiglu_bf16(const __nv_bfloat16 *f, int64_t ldf, int64_t gcol, int64_t vcol, __nv_bfloat16 *out,
+                              int64_t ldo, int64_t M, int64_t nv) {
+  for (int64_t r = blockIdx.x; r < M; r += gridDim.x) {
+    const uint4 *gr = reinterpret_cast<const uint4 *>(f + r * ldf + gcol);
+    const uint4 *vr = reinterpret_cast<const uint4 *>(f + r * ldf + vcol);
+    uint4 *orow = reinterpret_cast<uint4 *>(out + r * ldo);
+    for (int64_t c = threadIdx.x; c < nv; c += blockDim.x) {
+      float g[8], v[8];
+      h3k_unpack8(gr[c], g);
+      h3k_unpack8(vr[c], v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = v[e] * h3k_bf(g[e] / (1.0f + expf(-g[e])));
+      orow[c] = h3k_pack8(v);
+    }
+  }
+}
+
 __global__ void k_silu(void *x, int dt, int64_t ld, int64_t M, int64_t D, bool rnd) {
   int64_t n = M * D;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
@@ -73,6 +91,14 @@ extern "C" h3_status h3_cuda_swiglu(h3_backend *be, const h3_tensor *f, int64_t 
   H3_TRY(h3_cuda_check_device(out, op, "out"));
   if (M == 0 || F == 0) return H3_OK;
   if (h3_cuda_overlap(f, out)) return h3_fail(H3_ERR_INVALID, "swiglu: out overlaps f");
+  const int64_t ldf = h3_cuda_ld(f), ldo = h3_cuda_ld(out);
+  if (F % 8 == 0 && h3k_vec8(f->data, f->dtype, ldf, gate_col) && value_col % 8 == 0 &&
+      h3k_vec8(out->data, out->dtype, ldo, 0)) {
+    k_swiglu_bf16<<<h3k_row_blocks(M), H3K_THREADS, 0, h3_cuda_stream(be)>>>(
+        static_cast<const __nv_bfloat16 *>(f->data), ldf, gate_col, value_col, static_cast<__nv_bfloat16 *>(out->data),
+        ldo, M, F / 8);
+    return h3_cuda_launched_vec(op, "k_swiglu_bf16");
+  }
   bool rnd = be->emulate_bf16 || out->dtype == H3_DT_BF16;
   k_swiglu<<<h3k_row_blocks(M), H3K_THREADS, 0, h3_cuda_stream(be)>>>(f->data, f->dtype, h3_cuda_ld(f), gate_col,
                                                                        value_col, out->data, out->dtype,

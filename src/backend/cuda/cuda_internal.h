@@ -121,6 +121,10 @@ h3_status h3_cuda_fail(cudaError_t e, const char *op, const char *call);
   } while (0)
 /* After a kernel launch: cudaGetLastError(). */
 h3_status h3_cuda_launched(const char *op, const char *kernel);
+/* The same after a launch of a BF16 vector fast path, counted (the op tests check that
+ * their aligned cases took it): */
+h3_status h3_cuda_launched_vec(const char *op, const char *kernel);
+uint64_t h3_cuda_vec_launches(void);
 
 /* Make the backend's device current (call at the start of every op). */
 h3_status h3_cuda_enter(h3_backend *be, const char *op);

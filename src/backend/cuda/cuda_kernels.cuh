@@ -57,6 +57,39 @@ __device__ __forceinline__ double h3k_block_sum(double v, double *sh) {
   return r;
 }
 
+/* ---- 16-byte vectors of 8 bf16 (the fast paths of the bf16 activation kernels) ---------- */
+
+__device__ __forceinline__ void h3k_unpack8(const uint4 &u, float (&f)[8]) {
+  const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 t = __bfloat1622float2(h[i]);
+    f[2 * i] = t.x;
+    f[2 * i + 1] = t.y;
+  }
+}
+
+/* round to nearest even, as h3k_st */
+__device__ __forceinline__ uint4 h3k_pack8(const float (&f)[8]) {
+  uint4 u;
+  __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+  return u;
+}
+
+/* Sum over the warp in double; every lane gets the result. */
+__device__ __forceinline__ double h3k_warp_sum(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+/* A BF16 matrix whose rows can be read in 16-byte vectors from column col on:
+ * 16-byte aligned base, row stride and col multiples of 8 elements. */
+static inline bool h3k_vec8(const void *p, int dt, int64_t ld, int64_t col) {
+  return p && dt == H3_DT_BF16 && ((uintptr_t)p & 15u) == 0 && ld % 8 == 0 && col % 8 == 0;
+}
+
 /* Blocks for a flat grid-stride loop over n elements. */
 /* Row-wise kernels: one block per row (grid-stride over rows), threads stride the columns;
  * no 64-bit division per element. */

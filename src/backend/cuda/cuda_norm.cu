@@ -71,6 +71,64 @@ __global__ void k_rmsnorm(norm_args a) {
   }
 }
 
+/* BF16 fast path (x, y and the table BF16, rows readable in 16-byte vectors,
+ * D <= 2048 NV): the row is held in registers between the sum of squares and
+ * the output, 8 elements per load and store; the same arithmetic and rounding
+ * as k_rmsnorm (only the order of the double sum differs). */
+template <int NV> __global__ void __launch_bounds__(NORM_THREADS) k_rmsnorm_bf16(norm_args a) {
+  __shared__ double sh[32];
+  const int64_t nv = a.D / 8;
+  for (int64_t r = blockIdx.x; r < a.M; r += gridDim.x) {
+    int64_t t = 0;
+    if (a.table) {
+      t = a.idx[r];
+      if (t < 0 || t >= a.trows) {
+        if (threadIdx.x == 0) h3k_flag(a.flag, H3_CUDA_FLAG_MODULATE);
+        continue;
+      }
+    }
+    const uint4 *xr = reinterpret_cast<const uint4 *>(static_cast<const __nv_bfloat16 *>(a.x) + r * a.ldx);
+    uint4 xv[NV];
+    double s = 0.0;
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int64_t c = threadIdx.x + (int64_t)k * NORM_THREADS;
+      if (c < nv) {
+        xv[k] = xr[c];
+        float f[8];
+        h3k_unpack8(xv[k], f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) s += (double)f[e] * (double)f[e];
+      }
+    }
+    s = h3k_block_sum(s, sh); /* every read of the row is done: in place is safe */
+    const float inv = (float)(1.0 / sqrt(s / (double)a.D + (double)a.eps));
+    const __nv_bfloat16 *tr = a.table ? static_cast<const __nv_bfloat16 *>(a.table) + t * a.ldt : nullptr;
+    uint4 *yr = reinterpret_cast<uint4 *>(static_cast<__nv_bfloat16 *>(a.y) + r * a.ldy);
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int64_t c = threadIdx.x + (int64_t)k * NORM_THREADS;
+      if (c >= nv) continue;
+      float v[8];
+      h3k_unpack8(xv[k], v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        v[e] = v[e] * inv;
+        if (a.w) v[e] = v[e] * h3k_ld(a.w, a.wdt, 8 * c + e);
+        v[e] = h3k_bf(v[e]);
+      }
+      if (tr) {
+        float sft[8], scl[8];
+        h3k_unpack8(reinterpret_cast<const uint4 *>(tr + a.shift_col)[c], sft);
+        h3k_unpack8(reinterpret_cast<const uint4 *>(tr + a.scale_col)[c], scl);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] = h3k_bf(__fadd_rn(h3k_bf(__fmul_rn(v[e], h3k_bf(1.0f + scl[e]))), sft[e]));
+      }
+      yr[c] = h3k_pack8(v);
+    }
+  }
+}
+
 #define same_shape h3_check_same_shape2d
 #define check_cols h3_check_table_cols
 /* x/y: activations in device memory; in place allowed only as exactly the same view. */
@@ -88,8 +146,16 @@ static h3_status check_xy(const h3_tensor *x, const h3_tensor *y, const char *op
 static h3_status launch_norm(h3_backend *be, const char *op, const norm_args *a) {
   if (a->M == 0 || a->D == 0) return H3_OK;
   int64_t blocks = a->M < 65535 * 32 ? a->M : 65535 * 32;
-  k_rmsnorm<<<(unsigned)blocks, NORM_THREADS, 0, h3_cuda_stream(be)>>>(*a);
-  return h3_cuda_launched(op, "k_rmsnorm");
+  cudaStream_t st = h3_cuda_stream(be);
+  const bool vec = h3k_vec8(a->x, a->xdt, a->ldx, 0) && h3k_vec8(a->y, a->ydt, a->ldy, 0) && a->D % 8 == 0 &&
+                   (!a->table || (h3k_vec8(a->table, a->tdt, a->ldt, a->shift_col) && a->scale_col % 8 == 0));
+  const int64_t per = (int64_t)NORM_THREADS * 8; /* elements per vector slot of the block */
+  if (vec && a->D <= per) k_rmsnorm_bf16<1><<<(unsigned)blocks, NORM_THREADS, 0, st>>>(*a);
+  else if (vec && a->D <= 2 * per) k_rmsnorm_bf16<2><<<(unsigned)blocks, NORM_THREADS, 0, st>>>(*a);
+  else if (vec && a->D <= 4 * per) k_rmsnorm_bf16<4><<<(unsigned)blocks, NORM_THREADS, 0, st>>>(*a);
+  else if (vec && a->D <= 8 * per) k_rmsnorm_bf16<8><<<(unsigned)blocks, NORM_THREADS, 0, st>>>(*a);
+  else k_rmsnorm<<<(unsigned)blocks, NORM_THREADS, 0, st>>>(*a);
+  return vec && a->D <= 8 * per ? h3_cuda_launched_vec(op, "k_rmsnorm_bf16") : h3_cuda_launched(op, "k_rmsnorm");
 }
 
 extern "C" h3_status h3_cuda_rmsnorm(h3_backend *be, const h3_tensor *x, const h3_tensor *w, float eps, h3_tensor *y) {
@@ -165,6 +231,52 @@ __global__ void k_gated(void *x, int xdt, int64_t ldx, const void *y, int ydt, i
   }
 }
 
+/* BF16 fast path of k_gated (x, y and the table BF16, 16-byte vectors): same arithmetic */
+__global__ void k_gated_bf16(__nv_bfloat16 *x, int64_t ldx, const __nv_bfloat16 *y, int64_t ldy,
+                             const __nv_bfloat16 *table, int64_t ldt, int64_t trows, int64_t gate_col,
+                             const int32_t *idx, int64_t M, int64_t nv, int *flag) {
+  for (int64_t r = blockIdx.x; r < M; r += gridDim.x) {
+    const int64_t t = table ? idx[r] : 0;
+    if (table && (t < 0 || t >= trows)) {
+      if (threadIdx.x == 0) h3k_flag(flag, H3_CUDA_FLAG_GATED);
+      continue;
+    }
+    uint4 *xr = reinterpret_cast<uint4 *>(x + r * ldx);
+    const uint4 *yr = reinterpret_cast<const uint4 *>(y + r * ldy);
+    const uint4 *gr = table ? reinterpret_cast<const uint4 *>(table + t * ldt + gate_col) : nullptr;
+    for (int64_t c = threadIdx.x; c < nv; c += blockDim.x) {
+      float xv[8], yv[8];
+      h3k_unpack8(xr[c], xv);
+      h3k_unpack8(yr[c], yv);
+      if (gr) {
+        float g[8];
+        h3k_unpack8(gr[c], g);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) xv[e] = h3k_bf(__fadd_rn(xv[e], h3k_bf(__fmul_rn(g[e], yv[e]))));
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) xv[e] = h3k_bf(__fadd_rn(xv[e], yv[e]));
+      }
+      xr[c] = h3k_pack8(xv);
+    }
+  }
+}
+
+/* x += (gate *) y through the vector kernel when everything is BF16 and aligned */
+static bool gated_vec(h3_backend *be, const h3_tensor *x, const h3_tensor *y, const h3_tensor *table,
+                      const h3_tensor *idx, int64_t gate_col) {
+  const int64_t M = x->shape[0], D = x->shape[1];
+  if (D % 8 != 0 || !h3k_vec8(x->data, x->dtype, h3_cuda_ld(x), 0) || !h3k_vec8(y->data, y->dtype, h3_cuda_ld(y), 0))
+    return false;
+  if (table && !h3k_vec8(table->data, table->dtype, h3_cuda_ld(table), gate_col)) return false;
+  k_gated_bf16<<<h3k_row_blocks(M), H3K_THREADS, 0, h3_cuda_stream(be)>>>(
+      static_cast<__nv_bfloat16 *>(x->data), h3_cuda_ld(x), static_cast<const __nv_bfloat16 *>(y->data),
+      h3_cuda_ld(y), table ? static_cast<const __nv_bfloat16 *>(table->data) : nullptr,
+      table ? h3_cuda_ld(table) : 0, table ? table->shape[0] : 0, gate_col,
+      idx ? static_cast<const int32_t *>(idx->data) : nullptr, M, D / 8, h3_cuda_flag(be));
+  return true;
+}
+
 static h3_status check_residual(const h3_tensor *x, const h3_tensor *y, const char *op) {
   H3_TRY(h3_cuda_check_mat(x, H3_CUDA_ACT, op, "x"));
   H3_TRY(h3_cuda_check_mat(y, H3_CUDA_ACT, op, "y"));
@@ -185,6 +297,7 @@ extern "C" h3_status h3_cuda_gated_residual(h3_backend *be, h3_tensor *x, const 
   H3_TRY(check_cols(table, gate_col, D, op, "gate"));
   H3_TRY(h3_cuda_check_idx(idx, M, op));
   if (M == 0 || D == 0) return H3_OK;
+  if (gated_vec(be, x, y, table, idx, gate_col)) return h3_cuda_launched_vec(op, "k_gated_bf16");
   bool rnd = be->emulate_bf16 || x->dtype == H3_DT_BF16;
   k_gated<<<h3k_row_blocks(M), H3K_THREADS, 0, h3_cuda_stream(be)>>>(
       x->data, x->dtype, h3_cuda_ld(x), y->data, y->dtype, h3_cuda_ld(y), table->data, table->dtype,
@@ -199,6 +312,7 @@ extern "C" h3_status h3_cuda_add(h3_backend *be, h3_tensor *x, const h3_tensor *
   H3_TRY(check_residual(x, y, op));
   int64_t M = x->shape[0], D = x->shape[1];
   if (M == 0 || D == 0) return H3_OK;
+  if (gated_vec(be, x, y, NULL, NULL, 0)) return h3_cuda_launched_vec(op, "k_gated_bf16");
   bool rnd = be->emulate_bf16 || x->dtype == H3_DT_BF16;
   k_gated<<<h3k_row_blocks(M), H3K_THREADS, 0, h3_cuda_stream(be)>>>(x->data, x->dtype, h3_cuda_ld(x), y->data,
                                                                       y->dtype, h3_cuda_ld(y), NULL, H3_DT_F32, 0, 0,

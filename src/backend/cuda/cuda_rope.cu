@@ -80,6 +80,82 @@ __global__ void k_qk_norm_rope(rope_args a) {
   }
 }
 
+/* BF16 fast path for head_dim 128 (the DiT's and Qwen3-VL's): one block of
+ * ROPE_ROW_WARPS warps per row, each warp taking ROPE_UNROLL of the row's heads
+ * at a time (their loads all in flight before any is used); lane l holds
+ * channels 4 l .. 4 l + 3 in registers (one 8-byte load and store per lane and
+ * head), reads its cos/sin once per row, and takes the rotation partner
+ * (channel p +- half) from lane l +- half / 4 by a shuffle.  Same arithmetic
+ * and rounding as k_qk_norm_rope with rnd (BF16 storage). */
+#define ROPE_ROW_WARPS 4
+#define ROPE_UNROLL 4
+
+__device__ __forceinline__ int64_t rope_head_base(const rope_args &a, int64_t s, int i) {
+  return s * a.ld + (i < a.heads ? a.q_off + (int64_t)i * a.head_stride
+                                 : a.k_off + (int64_t)(i - a.heads) * a.head_stride);
+}
+
+__global__ void __launch_bounds__(ROPE_ROW_WARPS * 32) k_qk_norm_rope_d128(rope_args a) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, p0 = 4 * lane;
+  const int nh = a.heads + a.kv_heads;
+  const int half = a.cos ? (int)(a.rot / 2) : 0, dl = half / 4;
+  __nv_bfloat16 *q = static_cast<__nv_bfloat16 *>(a.qkv);
+  for (int64_t s = blockIdx.x; s < a.S; s += gridDim.x) {
+    float c[4], sn[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int p = p0 + e;
+      c[e] = p < 2 * half ? h3k_bf(h3k_ld(a.cos, a.cdt, s * a.ldc + p)) : 0.0f;
+      sn[e] = p < 2 * half ? h3k_bf(h3k_ld(a.sin, a.sdt, s * a.lds + p)) : 0.0f;
+    }
+    for (int i0 = warp * ROPE_UNROLL; i0 < nh; i0 += ROPE_ROW_WARPS * ROPE_UNROLL) {
+      uint2 u[ROPE_UNROLL];
+#pragma unroll
+      for (int k = 0; k < ROPE_UNROLL; ++k)
+        if (i0 + k < nh) u[k] = *reinterpret_cast<const uint2 *>(q + rope_head_base(a, s, i0 + k) + p0);
+#pragma unroll
+      for (int k = 0; k < ROPE_UNROLL; ++k) {
+        const int i = i0 + k;
+        if (i >= nh) break; /* uniform over the warp */
+        const void *w = i < a.heads ? a.qw : a.kw;
+        const int wdt = i < a.heads ? a.qwdt : a.kwdt;
+        const __nv_bfloat162 *h2 = reinterpret_cast<const __nv_bfloat162 *>(&u[k]);
+        const float2 z01 = __bfloat1622float2(h2[0]), z23 = __bfloat1622float2(h2[1]);
+        float z[4] = {z01.x, z01.y, z23.x, z23.y};
+        double acc = 0.0;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc += (double)z[e] * (double)z[e];
+        acc = h3k_warp_sum(acc);
+        const float inv = (float)(1.0 / sqrt(acc / 128.0 + (double)a.eps));
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float v = z[e] * inv;
+          if (w) v = v * h3k_ld(w, wdt, p0 + e);
+          z[e] = h3k_bf(v);
+        }
+        float o[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float dn = __shfl_down_sync(0xffffffffu, z[e], dl); /* channel p + half */
+          const float up = __shfl_up_sync(0xffffffffu, z[e], dl);   /* channel p - half */
+          const int p = p0 + e;
+          if (p < half)
+            o[e] = h3k_bf(__fadd_rn(h3k_bf(__fmul_rn(z[e], c[e])), h3k_bf(__fmul_rn(-dn, sn[e]))));
+          else if (p < 2 * half)
+            o[e] = h3k_bf(__fadd_rn(h3k_bf(__fmul_rn(z[e], c[e])), h3k_bf(__fmul_rn(up, sn[e]))));
+          else
+            o[e] = z[e];
+        }
+        uint2 r;
+        __nv_bfloat162 *o2 = reinterpret_cast<__nv_bfloat162 *>(&r);
+        o2[0] = __floats2bfloat162_rn(o[0], o[1]);
+        o2[1] = __floats2bfloat162_rn(o[2], o[3]);
+        *reinterpret_cast<uint2 *>(q + rope_head_base(a, s, i) + p0) = r;
+      }
+    }
+  }
+}
+
 extern "C" h3_status h3_cuda_qk_norm_rope(h3_backend *be, h3_tensor *qkv, const h3_qkv_layout *lay,
                                           const h3_tensor *qw, const h3_tensor *kw, float eps, const h3_tensor *cos,
                                           const h3_tensor *sin) {
@@ -123,6 +199,12 @@ extern "C" h3_status h3_cuda_qk_norm_rope(h3_backend *be, h3_tensor *qkv, const 
     a.kwdt = kw->dtype;
   }
   if (S == 0) return H3_OK;
+  if (D == 128 && a.dt == H3_DT_BF16 && (a.rot / 2) % 4 == 0 && ((uintptr_t)a.qkv & 7u) == 0 && a.ld % 4 == 0 &&
+      a.q_off % 4 == 0 && a.k_off % 4 == 0 && a.head_stride % 4 == 0) {
+    unsigned grid = (unsigned)(S < 65535 * 32 ? S : 65535 * 32);
+    k_qk_norm_rope_d128<<<grid, ROPE_ROW_WARPS * 32, 0, h3_cuda_stream(be)>>>(a);
+    return h3_cuda_launched_vec(op, "k_qk_norm_rope_d128");
+  }
   size_t smem = (size_t)D * sizeof(float) * ROPE_WARPS;
   if (smem > 48 * 1024) return h3_fail(H3_ERR_UNSUPPORTED, "%s: head_dim %lld is too large", op, (long long)D);
   const int64_t nitems = S * (a.heads + a.kv_heads), nblk = (nitems + ROPE_WARPS - 1) / ROPE_WARPS;

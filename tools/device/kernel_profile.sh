@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# On the GPU machine (device tool): where one DiT forward's GPU time goes, kernel
+# by kernel.  Nsight Compute times every kernel of one warm-up forward of
+# bench/dit_bench (the bundle of tools/device/make_bundle.sh) at the released
+# size, without clock control or cache flushing, then
+# tools/device/kernel_profile.py sums the times per kernel and prints one middle
+# block's kernels in order.  SHAPES: WxHxF,... (default 960x544x124).
+#   here:    bash tools/device/make_bundle.sh
+#   device:  run(command="bash tools/device/kernel_profile.sh", carry=[".devbundle"])
+set -uo pipefail
+final=${OUT:-/tmp/h3out}; mkdir -p "$final"
+root=/tmp/h3dev; rm -rf "$root"; mkdir -p "$root"
+tar -xJf .devbundle/bundle.tar.xz -C "$root"
+export LD_LIBRARY_PATH="$root/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+[ -n "$ncu" ] || { echo "no ncu on this machine"; exit 1; }
+for shape in $(echo "${SHAPES:-960x544x124}" | tr ',' ' '); do
+  echo "== $shape"
+  timeout 400 "$ncu" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+    --log-file "$final/ncu_$shape.csv" "$root/bin/dit_bench" --shapes "$shape" --iters 0 --gemm 0 \
+    /tmp/kp.json >"$final/bench_$shape.log" 2>&1
+  echo "rc=$?"; tail -3 "$final/bench_$shape.log"
+  python3 tools/device/kernel_profile.py "$final/ncu_$shape.csv" | tee "$final/summary_$shape.txt"
+  xz -9 "$final/ncu_$shape.csv"
+done
