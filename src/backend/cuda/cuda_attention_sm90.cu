@@ -18,7 +18,9 @@
  *      S = Q K^T   wgmma m64n128k16, A = Q and B = K from shared memory
  *                  (K-major, 128B-swizzle descriptors), f32 accumulators;
  *      softmax     f32 online softmax in the exp2 domain (scale folded in),
- *                  keys >= S masked to -inf in the last tile only;
+ *                  keys >= S masked to -inf in the last tile only; the
+ *                  running maxima (and so the rescaling of O) move only when
+ *                  a row has grown by more than 2^8 (kRescaleSlack);
  *      O += P V    wgmma m64nDk16 with P from registers (the S accumulators
  *                  rounded to bf16 pairs: the accumulator layout of two n8
  *                  column blocks is the A-fragment layout of one k16 chunk)
@@ -239,13 +241,22 @@ __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const uint32_t (&pf)
 
 /* Online softmax of one 64 x 128 tile of raw scores s (m64n128 accumulator
  * layout: this thread holds rows g (r = 0) and g + 8 (r = 1), columns
- * 8 j + 2 t + e).  On return s holds p = exp2(s * sl2 - m_new) (f32), m and
- * l (this lane's partial row sums) are updated and corr[r] = exp2(m_old -
+ * 8 j + 2 t + e).  On return s holds p = exp2(s * sl2 - m) (f32) and l (this
+ * lane's partial row sums) is updated.  The running maxima m move only when a
+ * row of the warp's 16 has grown by more than kRescaleSlack (log2 units) since
+ * they were set: until then p may exceed 1 (by at most 2^kRescaleSlack, well
+ * inside bf16 and f32 range) and O, l keep their scale, which saves the
+ * rescaling multiplies of O on almost every tile; O / l is the same softmax.
+ * Returns whether the maxima moved (warp-uniform); then corr[r] = exp2(m_old -
  * m_new) is the factor the output rows still have to be scaled by.
  * MASK: keys kbase + column >= S get -inf (the ragged last tile). */
+constexpr float kRescaleSlack = 8.0f;
+
 template <bool MASK>
-__device__ __forceinline__ void softmax_tile(float (&s)[64], float (&m)[2], float (&l)[2], float (&corr)[2], float sl2,
+__device__ __forceinline__ bool softmax_tile(float (&s)[64], float (&m)[2], float (&l)[2], float (&corr)[2], float sl2,
                                              int kbase, int S, int t) {
+  float mc[2];
+  bool grow = false;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float mx = -INFINITY;
@@ -259,11 +270,22 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], float (&m)[2], floa
     /* a row's 128 scores sit in the 4 lanes of its quad */
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(m[r], mx * sl2);
-    /* a row with every score so far -inf: subtract 0 so exp2 gives 0, not NaN */
-    const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-    corr[r] = ex2(m[r] - m_use); /* 0 while m was -inf */
-    m[r] = m_new;
+    mc[r] = mx * sl2;
+    grow |= mc[r] > m[r] + kRescaleSlack; /* always on the first tile (m = -inf, a finite score) */
+  }
+  const bool move = __any_sync(0xffffffffu, grow);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float m_use;
+    if (move) {
+      const float m_new = fmaxf(m[r], mc[r]);
+      /* a row with every score so far -inf: subtract 0 so exp2 gives 0, not NaN */
+      m_use = m_new == -INFINITY ? 0.0f : m_new;
+      corr[r] = ex2(m[r] - m_use); /* 0 while m was -inf */
+      m[r] = m_new;
+    } else {
+      m_use = m[r] == -INFINITY ? 0.0f : m[r];
+    }
     float sum0 = 0.0f, sum1 = 0.0f;
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
@@ -274,8 +296,9 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], float (&m)[2], floa
       sum0 += p0;
       sum1 += p1;
     }
-    l[r] = l[r] * corr[r] + (sum0 + sum1);
+    l[r] = move ? l[r] * corr[r] + (sum0 + sum1) : l[r] + (sum0 + sum1);
   }
+  return move;
 }
 
 template <int N> __device__ __forceinline__ void scale_rows(float (&o)[N], const float (&corr)[2]) {
@@ -397,10 +420,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   wg_wait<0>();
   reg_fence(s);
   if (lane == 0) mbar_arrive(bar_ek);
-  if (nkt == 1)
-    softmax_tile<true>(s, m, l, corr, sl2, 0, S, t);
-  else
-    softmax_tile<false>(s, m, l, corr, sl2, 0, S, t);
+  /* rescale: whether O has to be scaled by corr before the next P V (the maxima moved) */
+  bool rescale = nkt == 1 ? softmax_tile<true>(s, m, l, corr, sl2, 0, S, t)
+                          : softmax_tile<false>(s, m, l, corr, sl2, 0, S, t);
   pack_p(pf, s);
 
   /* tile j: issue S_j, rescale O, issue O += P_{j-1} V_{j-1}; softmax of S_j
@@ -412,7 +434,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncwarp();
     if (PP) bar_sync(my_bar, 2 * 128);
     issue_qk<D>(s, dq, dk, st);
-    scale_rows(o, corr);
+    if (rescale) scale_rows(o, corr);
     mbar_wait(bar_fv + 8 * pst, pph);
     __syncwarp();
     issue_pv<D>(o, pf, dv, pst);
@@ -420,10 +442,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     wg_wait<1>(); /* S_j done (P V may still run) */
     reg_fence(s);
     if (lane == 0) mbar_arrive(bar_ek + 8 * st);
-    if (j == nkt - 1)
-      softmax_tile<true>(s, m, l, corr, sl2, j * kBN, S, t);
-    else
-      softmax_tile<false>(s, m, l, corr, sl2, j * kBN, S, t);
+    rescale = j == nkt - 1 ? softmax_tile<true>(s, m, l, corr, sl2, j * kBN, S, t)
+                           : softmax_tile<false>(s, m, l, corr, sl2, j * kBN, S, t);
     wg_wait<0>(); /* P V done: its V stage and the P registers are free */
     reg_fence(o);
     reg_fence(s);
@@ -438,7 +458,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_wait(bar_fv + 8 * lst, lph);
     __syncwarp();
     if (PP) bar_sync(my_bar, 2 * 128);
-    scale_rows(o, corr);
+    if (rescale) scale_rows(o, corr);
     issue_pv<D>(o, pf, dv, lst);
     /* only warpgroup 0 hands over after its last issue (to warpgroup 1's last turn):
      * warpgroup 1 arrived once before its first turn, so skipping its last arrival
