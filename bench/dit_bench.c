@@ -15,6 +15,7 @@
  *                      (down to the warm-up alone) when a shape would not fit
  *                      (default 0: none)
  *     --dry-run        sizes and FLOPs only: no GEMM, no weights, no forward
+ *     -v, --verbose    debug log (e.g. H3_CUDA_GEMM_TUNE's candidate times)
  *
  * Every weight tensor is allocated by the backend (device memory on CUDA) and
  * filled in place by a random kernel (bench_fill.cu): bf16, with the fp32
@@ -515,7 +516,7 @@ static int parse_shapes(const char *s, shape *out, int cap) {
 static int usage(void) {
   fprintf(stderr,
           "usage: dit_bench [--device cuda|cuda:N|cpu] [--config release|tiny] [--shapes WxHxF,...]\n"
-          "                 [--text N] [--iters N] [--gemm N] [--budget-s S] [--gpus N] [--dry-run] OUT.json\n"
+          "                 [--text N] [--iters N] [--gemm N] [--budget-s S] [--gpus N] [--dry-run] [-v] OUT.json\n"
           "  --gpus N: time the N-GPU sequence-parallel forward (NCCL) and, on the first GPU alone,\n"
           "            the single-GPU forward of the same shape; report the speedup and agreement\n");
   return 2;
@@ -543,6 +544,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--gemm") && v) gemm_n = atoll(v), i++;
     else if (!strcmp(a, "--budget-s") && v) budget = atof(v), i++;
     else if (!strcmp(a, "--dry-run")) dry = 1;
+    else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) h3_set_log_level(H3_LOG_DEBUG);
     else if (!strcmp(a, "--gpus") && v) gpus = atoi(v), i++;
     else if (a[0] != '-' && !json_path) json_path = a;
     else return usage();

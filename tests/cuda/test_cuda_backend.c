@@ -521,9 +521,9 @@ static void expect_vec(uint64_t before, const char *what) {
 
 static void t_vec_paths(h3_backend *gpu, const mode *m) {
   char name[160];
-  /* rmsnorm: one, two and four 16-byte slots per thread; in place and not */
-  static const int64_t Ds[] = {1040, 3000, 5376};
-  for (int di = 0; di < 3; di++) {
+  /* rmsnorm: one, two, three and four 16-byte slots per thread; in place and not */
+  static const int64_t Ds[] = {1040, 3000, 5376, 7000};
+  for (int di = 0; di < 4; di++) {
     const int64_t M = 23, D = Ds[di];
     buf x = buf_make(gpu, M, D + 16, m->adt, 2.0f, 0.3f);
     buf y = buf_make(gpu, M, D + 8, m->adt, 1.0f, 0.0f);
@@ -617,7 +617,7 @@ static void t_vec_paths(h3_backend *gpu, const mode *m) {
       l.q_off = 0, l.k_off = H * D, l.v_off = (H + KV) * D, l.head_stride = D;
     }
     const int64_t cols = (H + 2 * KV) * D;
-    buf q = buf_make(gpu, S, cols + 4, m->adt, 2.0f, 0.1f);
+    buf q = buf_make(gpu, S, cols + 8, m->adt, 2.0f, 0.1f);
     buf cs = buf_make(gpu, S, rc[c].rot ? rc[c].rot + 2 : 1, H3_DT_F32, 1.0f, 0.0f);
     buf sn = buf_make(gpu, S, rc[c].rot ? rc[c].rot + 2 : 1, H3_DT_F32, 1.0f, 0.0f);
     hweight qw = rc[c].wdt != H3_DT_INVALID ? hvec_make(rc[c].wdt, D, 0.4f, 1.0f) : (hweight){0};

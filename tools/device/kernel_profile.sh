@@ -23,3 +23,13 @@ for shape in $(echo "${SHAPES:-960x544x124}" | tr ',' ' '); do
   python3 tools/device/kernel_profile.py "$final/ncu_$shape.csv" | tee "$final/summary_$shape.txt"
   xz -9 "$final/ncu_$shape.csv"
 done
+# KERNELS=regex: also the detailed Nsight Compute sections (speed of light, warp stalls,
+# occupancy) for the first launch of each matching kernel at the first shape.
+if [ -n "${KERNELS:-}" ]; then
+  shape=$(echo "${SHAPES:-960x544x124}" | cut -d, -f1)
+  timeout 400 "$ncu" --clock-control none --kernel-name "regex:${KERNELS}" --launch-skip "${SKIP:-0}" --launch-count "${LAUNCHES:-2}" \
+    --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
+    --section MemoryWorkloadAnalysis --section SchedulerStats "$root/bin/dit_bench" --shapes "$shape" --iters 0 --gemm 0 /tmp/kp.json \
+    >"$final/sections.txt" 2>&1
+  echo "sections rc=$?"; grep -vE "^==PROF==|^ *-+ *$|^ *$|----" "$final/sections.txt" | cut -c1-160 | head -${LINES_OUT:-150}
+fi

@@ -78,6 +78,21 @@ __device__ __forceinline__ uint4 h3k_pack8(const float (&f)[8]) {
   return u;
 }
 
+/* 8 consecutive elements i .. i + 7 of any float dtype, in vectors when the
+ * address allows (16-byte aligned BF16, or F32 at a 16-byte aligned i) */
+__device__ __forceinline__ void h3k_load8(const void *p, int dt, int64_t i, float (&f)[8]) {
+  if (dt == H3_DT_BF16 && (((uintptr_t)p + 2 * i) & 15u) == 0) {
+    h3k_unpack8(*reinterpret_cast<const uint4 *>(static_cast<const __nv_bfloat16 *>(p) + i), f);
+  } else if (dt == H3_DT_F32 && (((uintptr_t)p + 4 * i) & 15u) == 0) {
+    const float4 a = *reinterpret_cast<const float4 *>(static_cast<const float *>(p) + i);
+    const float4 b = *reinterpret_cast<const float4 *>(static_cast<const float *>(p) + i + 4);
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f[e] = h3k_ld(p, dt, i + e);
+  }
+}
+
 /* Sum over the warp in double; every lane gets the result. */
 __device__ __forceinline__ double h3k_warp_sum(double v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

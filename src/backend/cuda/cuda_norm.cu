@@ -102,19 +102,21 @@ template <int NV> __global__ void __launch_bounds__(NORM_THREADS) k_rmsnorm_bf16
       }
     }
     s = h3k_block_sum(s, sh); /* every read of the row is done: in place is safe */
-    const float inv = (float)(1.0 / sqrt(s / (double)a.D + (double)a.eps));
+    /* the double rsqrt: one rounding from the exact value, as 1 / sqrt, before the cast */
+    const float inv = (float)rsqrt(s / (double)a.D + (double)a.eps);
     const __nv_bfloat16 *tr = a.table ? static_cast<const __nv_bfloat16 *>(a.table) + t * a.ldt : nullptr;
     uint4 *yr = reinterpret_cast<uint4 *>(static_cast<__nv_bfloat16 *>(a.y) + r * a.ldy);
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
       const int64_t c = threadIdx.x + (int64_t)k * NORM_THREADS;
       if (c >= nv) continue;
-      float v[8];
+      float v[8], w[8];
       h3k_unpack8(xv[k], v);
+      if (a.w) h3k_load8(a.w, a.wdt, 8 * c, w);
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         v[e] = v[e] * inv;
-        if (a.w) v[e] = v[e] * h3k_ld(a.w, a.wdt, 8 * c + e);
+        if (a.w) v[e] = v[e] * w[e];
         v[e] = h3k_bf(v[e]);
       }
       if (tr) {
@@ -152,6 +154,7 @@ static h3_status launch_norm(h3_backend *be, const char *op, const norm_args *a)
   const int64_t per = (int64_t)NORM_THREADS * 8; /* elements per vector slot of the block */
   if (vec && a->D <= per) k_rmsnorm_bf16<1><<<(unsigned)blocks, NORM_THREADS, 0, st>>>(*a);
   else if (vec && a->D <= 2 * per) k_rmsnorm_bf16<2><<<(unsigned)blocks, NORM_THREADS, 0, st>>>(*a);
+  else if (vec && a->D <= 3 * per) k_rmsnorm_bf16<3><<<(unsigned)blocks, NORM_THREADS, 0, st>>>(*a);
   else if (vec && a->D <= 4 * per) k_rmsnorm_bf16<4><<<(unsigned)blocks, NORM_THREADS, 0, st>>>(*a);
   else if (vec && a->D <= 8 * per) k_rmsnorm_bf16<8><<<(unsigned)blocks, NORM_THREADS, 0, st>>>(*a);
   else k_rmsnorm<<<(unsigned)blocks, NORM_THREADS, 0, st>>>(*a);

@@ -81,14 +81,17 @@ __global__ void k_qk_norm_rope(rope_args a) {
 }
 
 /* BF16 fast path for head_dim 128 (the DiT's and Qwen3-VL's): one block of
- * ROPE_ROW_WARPS warps per row, each warp taking ROPE_UNROLL of the row's heads
- * at a time (their loads all in flight before any is used); lane l holds
- * channels 4 l .. 4 l + 3 in registers (one 8-byte load and store per lane and
- * head), reads its cos/sin once per row, and takes the rotation partner
- * (channel p +- half) from lane l +- half / 4 by a shuffle.  Same arithmetic
- * and rounding as k_qk_norm_rope with rnd (BF16 storage). */
+ * ROPE_ROW_WARPS warps per row; a half-warp per head, two heads per warp at a
+ * time and ROPE_UNROLL such pairs with their loads in flight together.  Lane l
+ * of a half-warp holds channels 8 l .. 8 l + 7 (one 16-byte load and store),
+ * its cos/sin and norm weights stay in registers, and the rotation partner
+ * (channel p +- half) comes from lane l +- half / 8 by a shuffle.  The
+ * instruction count per head is what bounds this op, so 1 / rms is taken as
+ * the double rsqrt (one rounding from the exact value, like 1 / sqrt before
+ * the cast to float).  Same arithmetic and rounding as k_qk_norm_rope with rnd
+ * (BF16 storage) otherwise. */
 #define ROPE_ROW_WARPS 4
-#define ROPE_UNROLL 4
+#define ROPE_UNROLL 2
 
 __device__ __forceinline__ int64_t rope_head_base(const rope_args &a, int64_t s, int i) {
   return s * a.ld + (i < a.heads ? a.q_off + (int64_t)i * a.head_stride
@@ -96,61 +99,61 @@ __device__ __forceinline__ int64_t rope_head_base(const rope_args &a, int64_t s,
 }
 
 __global__ void __launch_bounds__(ROPE_ROW_WARPS * 32) k_qk_norm_rope_d128(rope_args a) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, p0 = 4 * lane;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, hl = lane & 15, hsel = lane >> 4, p0 = 8 * hl;
   const int nh = a.heads + a.kv_heads;
-  const int half = a.cos ? (int)(a.rot / 2) : 0, dl = half / 4;
+  const int half = a.cos ? (int)(a.rot / 2) : 0, dl = half / 8;
+  constexpr int kStep = 2 * ROPE_ROW_WARPS; /* heads per pass of the block */
+  float wq[8], wk[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    wq[e] = a.qw ? h3k_ld(a.qw, a.qwdt, p0 + e) : 1.0f;
+    wk[e] = a.kw ? h3k_ld(a.kw, a.kwdt, p0 + e) : 1.0f;
+  }
   __nv_bfloat16 *q = static_cast<__nv_bfloat16 *>(a.qkv);
   for (int64_t s = blockIdx.x; s < a.S; s += gridDim.x) {
-    float c[4], sn[4];
+    float c[8], sn[8];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
+    for (int e = 0; e < 8; ++e) {
       const int p = p0 + e;
       c[e] = p < 2 * half ? h3k_bf(h3k_ld(a.cos, a.cdt, s * a.ldc + p)) : 0.0f;
       sn[e] = p < 2 * half ? h3k_bf(h3k_ld(a.sin, a.sdt, s * a.lds + p)) : 0.0f;
     }
-    for (int i0 = warp * ROPE_UNROLL; i0 < nh; i0 += ROPE_ROW_WARPS * ROPE_UNROLL) {
-      uint2 u[ROPE_UNROLL];
-#pragma unroll
-      for (int k = 0; k < ROPE_UNROLL; ++k)
-        if (i0 + k < nh) u[k] = *reinterpret_cast<const uint2 *>(q + rope_head_base(a, s, i0 + k) + p0);
+    for (int i0 = 2 * warp + hsel; i0 - hsel < nh; i0 += ROPE_UNROLL * kStep) {
+      uint4 u[ROPE_UNROLL];
 #pragma unroll
       for (int k = 0; k < ROPE_UNROLL; ++k) {
-        const int i = i0 + k;
-        if (i >= nh) break; /* uniform over the warp */
-        const void *w = i < a.heads ? a.qw : a.kw;
-        const int wdt = i < a.heads ? a.qwdt : a.kwdt;
-        const __nv_bfloat162 *h2 = reinterpret_cast<const __nv_bfloat162 *>(&u[k]);
-        const float2 z01 = __bfloat1622float2(h2[0]), z23 = __bfloat1622float2(h2[1]);
-        float z[4] = {z01.x, z01.y, z23.x, z23.y};
+        const int i = i0 + k * kStep;
+        if (i < nh) u[k] = *reinterpret_cast<const uint4 *>(q + rope_head_base(a, s, i) + p0);
+        else u[k] = make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int k = 0; k < ROPE_UNROLL; ++k) {
+        const int i = i0 + k * kStep; /* this half-warp's head (may be past nh: computed, not stored) */
+        float z[8];
+        h3k_unpack8(u[k], z);
         double acc = 0.0;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc += (double)z[e] * (double)z[e];
-        acc = h3k_warp_sum(acc);
-        const float inv = (float)(1.0 / sqrt(acc / 128.0 + (double)a.eps));
+        for (int e = 0; e < 8; ++e) acc += (double)z[e] * (double)z[e];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float v = z[e] * inv;
-          if (w) v = v * h3k_ld(w, wdt, p0 + e);
-          z[e] = h3k_bf(v);
-        }
-        float o[4];
+        for (int o = 8; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o, 16);
+        const float inv = (float)rsqrt(acc / 128.0 + (double)a.eps);
+        const bool isq = i < a.heads;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float dn = __shfl_down_sync(0xffffffffu, z[e], dl); /* channel p + half */
-          const float up = __shfl_up_sync(0xffffffffu, z[e], dl);   /* channel p - half */
+        for (int e = 0; e < 8; ++e) z[e] = h3k_bf(z[e] * inv * (isq ? wq[e] : wk[e]));
+        /* branch-free (the three channel ranges split a half-warp): the partner is
+         * -z[p + half] below half, z[p - half] from half to 2 half; channels past
+         * 2 half keep z */
+        float o[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const float dn = __shfl_down_sync(0xffffffffu, z[e], dl, 16); /* channel p + half */
+          const float up = __shfl_up_sync(0xffffffffu, z[e], dl, 16);   /* channel p - half */
           const int p = p0 + e;
-          if (p < half)
-            o[e] = h3k_bf(__fadd_rn(h3k_bf(__fmul_rn(z[e], c[e])), h3k_bf(__fmul_rn(-dn, sn[e]))));
-          else if (p < 2 * half)
-            o[e] = h3k_bf(__fadd_rn(h3k_bf(__fmul_rn(z[e], c[e])), h3k_bf(__fmul_rn(up, sn[e]))));
-          else
-            o[e] = z[e];
+          const float partner = p < half ? -dn : up;
+          const float r = h3k_bf(__fadd_rn(h3k_bf(__fmul_rn(z[e], c[e])), h3k_bf(__fmul_rn(partner, sn[e]))));
+          o[e] = p < 2 * half ? r : z[e];
         }
-        uint2 r;
-        __nv_bfloat162 *o2 = reinterpret_cast<__nv_bfloat162 *>(&r);
-        o2[0] = __floats2bfloat162_rn(o[0], o[1]);
-        o2[1] = __floats2bfloat162_rn(o[2], o[3]);
-        *reinterpret_cast<uint2 *>(q + rope_head_base(a, s, i) + p0) = r;
+        if (i < nh) *reinterpret_cast<uint4 *>(q + rope_head_base(a, s, i) + p0) = h3k_pack8(o);
       }
     }
   }
@@ -199,8 +202,8 @@ extern "C" h3_status h3_cuda_qk_norm_rope(h3_backend *be, h3_tensor *qkv, const 
     a.kwdt = kw->dtype;
   }
   if (S == 0) return H3_OK;
-  if (D == 128 && a.dt == H3_DT_BF16 && (a.rot / 2) % 4 == 0 && ((uintptr_t)a.qkv & 7u) == 0 && a.ld % 4 == 0 &&
-      a.q_off % 4 == 0 && a.k_off % 4 == 0 && a.head_stride % 4 == 0) {
+  if (D == 128 && a.dt == H3_DT_BF16 && (a.rot / 2) % 8 == 0 && ((uintptr_t)a.qkv & 15u) == 0 && a.ld % 8 == 0 &&
+      a.q_off % 8 == 0 && a.k_off % 8 == 0 && a.head_stride % 8 == 0) {
     unsigned grid = (unsigned)(S < 65535 * 32 ? S : 65535 * 32);
     k_qk_norm_rope_d128<<<grid, ROPE_ROW_WARPS * 32, 0, h3_cuda_stream(be)>>>(a);
     return h3_cuda_launched_vec(op, "k_qk_norm_rope_d128");
