@@ -55,7 +55,12 @@
 namespace {
 
 constexpr int kBM = 128;        /* query rows per block (64 per consumer warpgroup) */
-constexpr int kBN = 128;        /* keys per K/V tile */
+/* keys per K/V tile at head_dim 128.  176 (FlashAttention-3's choice) also works
+ * here (every test passes) but measured slower on the H200: 655 vs 680 TFLOP/s at
+ * S = 38010, 678 vs 698 at S = 19540 (H3_BENCH=1 test_cuda_attention). */
+#ifndef H3_ATTN_BN128
+#define H3_ATTN_BN128 128
+#endif
 constexpr int kStages = 2;      /* K/V ring depth */
 constexpr int kThreads = 384;   /* producer + 2 consumer warpgroups */
 constexpr int kProducerRegs = 40;
@@ -66,8 +71,10 @@ constexpr float kLog2e = 1.4426950408889634f;
 template <int D> struct Sm90Cfg {
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   static constexpr int NP = D / 64;                    /* 64-column (128-byte) panels per row */
+  static constexpr int BN = D == 128 ? H3_ATTN_BN128 : 128; /* keys per K/V tile */
+  static constexpr int NB = BN / 8;                    /* n8 column blocks of a score tile */
   static constexpr uint32_t PANEL_Q = kBM * 128;       /* bytes of one panel of the Q tile */
-  static constexpr uint32_t PANEL_KV = kBN * 128;      /* bytes of one panel of a K or V tile */
+  static constexpr uint32_t PANEL_KV = BN * 128;      /* bytes of one panel of a K or V tile */
   static constexpr uint32_t Q_BYTES = NP * PANEL_Q;
   static constexpr uint32_t KV_BYTES = NP * PANEL_KV;  /* one K or V tile */
   static constexpr uint32_t OFF_Q = 0;
@@ -78,6 +85,7 @@ template <int D> struct Sm90Cfg {
   static constexpr size_t SMEM = 1024 + OFF_BAR + NBAR * 8; /* + slack to align the base to 1024 */
   static_assert(OFF_K % 1024 == 0 && OFF_V % 1024 == 0 && KV_BYTES % 1024 == 0, "swizzle atoms 1024-aligned");
   static_assert(SMEM <= 227 * 1024, "shared memory per block");
+  static_assert(BN % 16 == 0 && BN <= 256, "wgmma n and k16 chunks");
 };
 
 struct Sm90Params {
@@ -174,13 +182,22 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t *>(&v);
 }
 
-/* d (+)= A B^T: m64n128k16, A = Q (K-major, shared), B = K tile (K-major, shared); scale_d 0 overwrites d */
-__device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+/* d (+)= A B^T: m64nNk16, A = Q (K-major, shared), B = K tile (K-major, shared); scale_d 0 overwrites d */
+template <int N> __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d);
+template <> __device__ __forceinline__ void wgmma_ss<128>(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
                "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
                "%64, %65, p, 1, 1, 0, 0;\n}\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+template <> __device__ __forceinline__ void wgmma_ss<176>(float (&d)[88], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %90, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 "
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87}, "
+               "%88, %89, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87])
                : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
@@ -209,7 +226,7 @@ __device__ __forceinline__ void wgmma_rs_n64(float (&d)[32], uint32_t a0, uint32
 
 /* S = Q K^T for the K tile of stage st (scale_d 0 on the first k16 step: S is overwritten) */
 template <int D>
-__device__ __forceinline__ void issue_qk(float (&s)[64], uint64_t dq, uint64_t dk, int st) {
+__device__ __forceinline__ void issue_qk(float (&s)[Sm90Cfg<D>::BN / 2], uint64_t dq, uint64_t dk, int st) {
   using C = Sm90Cfg<D>;
   wg_fence();
 #pragma unroll
@@ -217,18 +234,18 @@ __device__ __forceinline__ void issue_qk(float (&s)[64], uint64_t dq, uint64_t d
     /* k16 step kk: panel kk / 4, 32 bytes per step inside the 128-byte swizzled row */
     const uint32_t offa = (uint32_t)(kk / 4) * C::PANEL_Q + (uint32_t)(kk % 4) * 32u;
     const uint32_t offb = (uint32_t)st * C::KV_BYTES + (uint32_t)(kk / 4) * C::PANEL_KV + (uint32_t)(kk % 4) * 32u;
-    wgmma_ss_n128(s, dq + (offa >> 4), dk + (offb >> 4), kk > 0 ? 1 : 0);
+    wgmma_ss<C::BN>(s, dq + (offa >> 4), dk + (offb >> 4), kk > 0 ? 1 : 0);
   }
   wg_commit();
 }
 
 /* O += P V for the V tile of stage st; P chunk kc (keys 16 kc ..) is pf[4 kc .. 4 kc + 3] */
 template <int D>
-__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const uint32_t (&pf)[32], uint64_t dv, int st) {
+__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const uint32_t (&pf)[Sm90Cfg<D>::BN / 4], uint64_t dv, int st) {
   using C = Sm90Cfg<D>;
   wg_fence();
 #pragma unroll
-  for (int kc = 0; kc < kBN / 16; ++kc) {
+  for (int kc = 0; kc < C::BN / 16; ++kc) {
     /* 16 keys = 2 groups of 8 swizzled 128-byte rows (SBO 1024); the second 64-column panel at LBO */
     const uint32_t offb = (uint32_t)st * C::KV_BYTES + (uint32_t)kc * 16u * 128u;
     if constexpr (D == 128)
@@ -252,8 +269,8 @@ __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const uint32_t (&pf)
  * MASK: keys kbase + column >= S get -inf (the ragged last tile). */
 constexpr float kRescaleSlack = 8.0f;
 
-template <bool MASK>
-__device__ __forceinline__ bool softmax_tile(float (&s)[64], float (&m)[2], float (&l)[2], float (&corr)[2], float sl2,
+template <bool MASK, int NB>
+__device__ __forceinline__ bool softmax_tile(float (&s)[4 * NB], float (&m)[2], float (&l)[2], float (&corr)[2], float sl2,
                                              int kbase, int S, int t) {
   float mc[2];
   bool grow = false;
@@ -261,13 +278,13 @@ __device__ __forceinline__ bool softmax_tile(float (&s)[64], float (&m)[2], floa
   for (int r = 0; r < 2; ++r) {
     float mx = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < NB; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         if (MASK && kbase + 8 * j + 2 * t + e >= S) s[4 * j + 2 * r + e] = -INFINITY;
         mx = fmaxf(mx, s[4 * j + 2 * r + e]);
       }
-    /* a row's 128 scores sit in the 4 lanes of its quad */
+    /* a row's scores sit in the 4 lanes of its quad */
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     mc[r] = mx * sl2;
@@ -288,7 +305,7 @@ __device__ __forceinline__ bool softmax_tile(float (&s)[64], float (&m)[2], floa
     }
     float sum0 = 0.0f, sum1 = 0.0f;
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < NB; ++j) {
       const float p0 = ex2(fmaf(s[4 * j + 2 * r], sl2, -m_use));
       const float p1 = ex2(fmaf(s[4 * j + 2 * r + 1], sl2, -m_use));
       s[4 * j + 2 * r] = p0;
@@ -313,9 +330,9 @@ template <int N> __device__ __forceinline__ void scale_rows(float (&o)[N], const
 
 /* P (f32 accumulator layout) -> bf16 A fragments: the accumulator pairs of n8
  * blocks 2 kc and 2 kc + 1 are A registers 0-1 and 2-3 of k16 chunk kc */
-__device__ __forceinline__ void pack_p(uint32_t (&pf)[32], const float (&s)[64]) {
+template <int NPF> __device__ __forceinline__ void pack_p(uint32_t (&pf)[NPF], const float (&s)[2 * NPF]) {
 #pragma unroll
-  for (int i = 0; i < 32; ++i) pf[i] = pack_bf16(s[2 * i], s[2 * i + 1]);
+  for (int i = 0; i < NPF; ++i) pf[i] = pack_bf16(s[2 * i], s[2 * i + 1]);
 }
 
 /* ---------------------------------------------------------------------------
@@ -337,7 +354,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int tid = (int)threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int S = p.S, q0 = (int)blockIdx.x * kBM, h = (int)blockIdx.y, kvh = h / p.group;
-  const int nkt = (S + kBN - 1) / kBN;
+  constexpr int BN = C::BN;
+  const int nkt = (S + BN - 1) / BN;
 
   if (tid == 0) {
     mbar_init(bar_q, 1);
@@ -372,12 +390,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_arrive_expect_tx(bar_fk + 8 * st, C::KV_BYTES);
 #pragma unroll
         for (int pn = 0; pn < C::NP; ++pn)
-          tma_load_3d(sK + st * C::KV_BYTES + pn * C::PANEL_KV, &tm_k, pn * 64, kvh, j * kBN, bar_fk + 8 * st);
+          tma_load_3d(sK + st * C::KV_BYTES + pn * C::PANEL_KV, &tm_k, pn * 64, kvh, j * BN, bar_fk + 8 * st);
         mbar_wait(bar_ev + 8 * st, ph ^ 1u);
         mbar_arrive_expect_tx(bar_fv + 8 * st, C::KV_BYTES);
 #pragma unroll
         for (int pn = 0; pn < C::NP; ++pn)
-          tma_load_3d(sV + st * C::KV_BYTES + pn * C::PANEL_KV, &tm_v, pn * 64, kvh, j * kBN, bar_fv + 8 * st);
+          tma_load_3d(sV + st * C::KV_BYTES + pn * C::PANEL_KV, &tm_v, pn * 64, kvh, j * BN, bar_fv + 8 * st);
       }
     }
     return;
@@ -389,12 +407,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int g = lane >> 2, t = lane & 3;
   constexpr int NO = D / 2; /* output accumulators per thread (m64nD) */
 
-  float o[NO], s[64];
-  uint32_t pf[32];
+  float o[NO], s[BN / 2];
+  uint32_t pf[BN / 4];
 #pragma unroll
   for (int i = 0; i < NO; ++i) o[i] = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 64; ++i) s[i] = 0.0f;
+  for (int i = 0; i < BN / 2; ++i) s[i] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, corr[2] = {1.0f, 1.0f};
   const float sl2 = p.sl2;
 
@@ -421,8 +439,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   reg_fence(s);
   if (lane == 0) mbar_arrive(bar_ek);
   /* rescale: whether O has to be scaled by corr before the next P V (the maxima moved) */
-  bool rescale = nkt == 1 ? softmax_tile<true>(s, m, l, corr, sl2, 0, S, t)
-                          : softmax_tile<false>(s, m, l, corr, sl2, 0, S, t);
+  bool rescale = nkt == 1 ? softmax_tile<true, C::NB>(s, m, l, corr, sl2, 0, S, t)
+                          : softmax_tile<false, C::NB>(s, m, l, corr, sl2, 0, S, t);
   pack_p(pf, s);
 
   /* tile j: issue S_j, rescale O, issue O += P_{j-1} V_{j-1}; softmax of S_j
@@ -442,8 +460,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     wg_wait<1>(); /* S_j done (P V may still run) */
     reg_fence(s);
     if (lane == 0) mbar_arrive(bar_ek + 8 * st);
-    rescale = j == nkt - 1 ? softmax_tile<true>(s, m, l, corr, sl2, j * kBN, S, t)
-                           : softmax_tile<false>(s, m, l, corr, sl2, j * kBN, S, t);
+    rescale = j == nkt - 1 ? softmax_tile<true, C::NB>(s, m, l, corr, sl2, j * BN, S, t)
+                           : softmax_tile<false, C::NB>(s, m, l, corr, sl2, j * BN, S, t);
     wg_wait<0>(); /* P V done: its V stage and the P registers are free */
     reg_fence(o);
     reg_fence(s);
@@ -537,13 +555,12 @@ bool device_is_sm90() {
  * (innermost first: head_dim, heads, rows) read in boxes of 64 columns x
  * 1 head x 128 rows with the 128-byte swizzle; rows past S read as zeros */
 bool encode_map(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap *map, const void *base, int D, int nheads, int S,
-                int64_t head_stride, int64_t ld) {
+                int64_t head_stride, int64_t ld, int box_rows) {
   const int64_t hs = nheads > 1 ? head_stride : D; /* one head: the stride is never used */
   cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)nheads, (cuuint64_t)S};
   cuuint64_t strides[2] = {(cuuint64_t)hs * 2u, (cuuint64_t)ld * 2u};
-  cuuint32_t box[3] = {64u, 1u, (cuuint32_t)kBN};
+  cuuint32_t box[3] = {64u, 1u, (cuuint32_t)box_rows};
   cuuint32_t estr[3] = {1u, 1u, 1u};
-  static_assert(kBM == kBN, "one box shape serves the Q and the K/V maps");
   const CUresult r = enc(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void *>(base), dims, strides, box, estr,
                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -585,9 +602,10 @@ extern "C" h3_status h3_cuda_attention_sm90(cudaStream_t stream, const h3_attn_s
 
   const uint16_t *base = static_cast<const uint16_t *>(a->qkv);
   CUtensorMap tq, tk, tv;
-  if (!encode_map(enc, &tq, base + a->q_off, D, a->heads, a->S, a->head_stride, a->ld_qkv) ||
-      !encode_map(enc, &tk, base + a->k_off, D, a->kv_heads, a->S, a->head_stride, a->ld_qkv) ||
-      !encode_map(enc, &tv, base + a->v_off, D, a->kv_heads, a->S, a->head_stride, a->ld_qkv))
+  const int bn = D == 128 ? Sm90Cfg<128>::BN : Sm90Cfg<64>::BN;
+  if (!encode_map(enc, &tq, base + a->q_off, D, a->heads, a->S, a->head_stride, a->ld_qkv, kBM) ||
+      !encode_map(enc, &tk, base + a->k_off, D, a->kv_heads, a->S, a->head_stride, a->ld_qkv, bn) ||
+      !encode_map(enc, &tv, base + a->v_off, D, a->kv_heads, a->S, a->head_stride, a->ld_qkv, bn))
     return H3_OK; /* the driver refuses this view: the FlashAttention-2 kernel takes it */
 
   Sm90Params p;
