@@ -83,6 +83,16 @@ typedef struct h3_backend_ops {
   /* x += y (residual without gate) */
   h3_status (*add)(h3_backend *be, h3_tensor *x, const h3_tensor *y);
 
+  /* gated_residual(x, y, gtable, gidx, gate_col) then
+   * h = rmsnorm_modulate(x; w, eps, ntable, nidx, shift_col, scale_col), in one
+   * pass over the rows where the backend fuses them (the DiT's residual + next
+   * norm).  Same results as the two ops.  Optional: NULL where the backend has
+   * no fused form; call it through h3_backend_gated_residual_norm. */
+  h3_status (*gated_residual_norm)(h3_backend *be, h3_tensor *x, const h3_tensor *y, const h3_tensor *gtable,
+                                   const h3_tensor *gidx, int64_t gate_col, const h3_tensor *w, float eps,
+                                   const h3_tensor *ntable, const h3_tensor *nidx, int64_t shift_col,
+                                   int64_t scale_col, h3_tensor *h);
+
   /* In place on q and k of a fused QKV buffer [S, *]: per-head RMSNorm over
    * head_dim with weights qw/kw (length head_dim), then, when cos/sin are
    * given ([S, rot] in F32), split-half rotary on the first `rot` channels
@@ -203,6 +213,19 @@ h3_status h3_backend_cpu_create(h3_backend **out);
 struct h3_threadpool;
 h3_status h3_backend_cpu_create_pool(struct h3_threadpool *pool, h3_backend **out);
 void h3_backend_destroy(h3_backend *be);
+/* be->ops->gated_residual_norm, or the two ops it fuses where the backend has none. */
+static inline h3_status h3_backend_gated_residual_norm(h3_backend *be, h3_tensor *x, const h3_tensor *y,
+                                                       const h3_tensor *gtable, const h3_tensor *gidx,
+                                                       int64_t gate_col, const h3_tensor *w, float eps,
+                                                       const h3_tensor *ntable, const h3_tensor *nidx,
+                                                       int64_t shift_col, int64_t scale_col, h3_tensor *h) {
+  if (be->ops->gated_residual_norm)
+    return be->ops->gated_residual_norm(be, x, y, gtable, gidx, gate_col, w, eps, ntable, nidx, shift_col, scale_col,
+                                        h);
+  h3_status s = be->ops->gated_residual(be, x, y, gtable, gidx, gate_col);
+  return s != H3_OK ? s : be->ops->rmsnorm_modulate(be, x, w, eps, ntable, nidx, shift_col, scale_col, h);
+}
+
 /* be->ops->stream(be), or NULL where the backend has none. */
 static inline void *h3_backend_stream(h3_backend *be) {
   return be && be->ops->stream ? be->ops->stream(be) : NULL;

@@ -155,7 +155,7 @@ size_t h3_dit_arena_bytes(const h3_dit_config *c, int64_t S, int64_t Nv, int64_t
   b += 2 * F32B(S * R);                 /* cos, sin */
   b += 2 * F32B(S) + F32B(Nv) + F32B(Na) + F32B(Nt); /* i32 index vectors */
   b += F32B(Nv * h3_dit_patch_dim(c)) * 2 + F32B(Na * c->audio_in_channels) * 2 + F32B(Nt * c->text_dim);
-  b += F32B(K * th) * 2 + F32B(K * T) + F32B(K * 18 * H) + F32B(K * 2 * H);
+  b += F32B(K * th) * 2 + F32B(K * T) + 2 * F32B(K * 18 * H) + F32B(K * 2 * H); /* two block tables */
   return b + 64 * H3_ARENA_ALIGN;
 }
 
@@ -540,30 +540,53 @@ h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, f
   }
 
   /* 3. time path: u [K, T] = bf16(silu(e(t))) or the curve features c(t) */
-  h3_tensor u, u_act, tab, ftab;
+  h3_tensor u, u_act, ftab;
   H3_TRY(h3_dit_time_path(m, in->timestep, K, &u, &u_act));
-  H3_TRY(h3_dit_take(m, act, K, 18 * H, &tab));
+  h3_tensor tabs[2];
+  H3_TRY(h3_dit_take(m, act, K, 18 * H, &tabs[0]));
+  H3_TRY(h3_dit_take(m, act, K, 18 * H, &tabs[1]));
   H3_TRY(h3_dit_take(m, act, K, 2 * H, &ftab));
 #define ADALN(wt, bt, dst) H3_TRY(h3_dit_adaln(m, &u, &u_act, &stage, &(wt), &(bt), &(dst)))
+  /* block i's [K, 18H] table viewed as [3K, 6H]: row 3m + modality, chunks shift/scale/gate x (msa, mlp) */
+#define TAB6(i) h3_tensor_2d(tabs[(i) % 2].data, act, 3 * K, 6 * H)
 
-  /* 4. the block stack */
-  for (int64_t i = 0; i < c->num_layers; i++) {
-    const h3_dit_block_weights *bw = &w->blocks[i];
-    ADALN(bw->ada_w, bw->ada_b, tab);
-    /* [K, 18H] viewed as [3K, 6H]: row 3m + modality, chunks shift/scale/gate x (msa, mlp) */
-    h3_tensor tab6 = h3_tensor_2d(tab.data, act, 3 * K, 6 * H);
-    H3_TRY(OPS->rmsnorm_modulate(m->be, &x, &bw->norm1, (float)c->norm_eps, &tab6, &idx_ada, 0, H, &sc.h));
-    H3_TRY(attn_sublayer(m, bw, S, &sc.h, &cosT, &sinT, &sc));
-    H3_TRY(OPS->gated_residual(m->be, &x, &sc.y, &tab6, &idx_ada, 2 * H));
-    H3_TRY(OPS->rmsnorm_modulate(m->be, &x, &bw->norm2, (float)c->norm_eps, &tab6, &idx_ada, 3 * H, 4 * H, &sc.h));
-    H3_TRY(h3_dit_mlp_sublayer(m, bw, S, &sc.h, &sc));
-    H3_TRY(OPS->gated_residual(m->be, &x, &sc.y, &tab6, &idx_ada, 5 * H));
+  /* 4. the block stack.  Each residual and the norm after it run as one op
+   * (h3_backend_gated_residual_norm): the attention residual with norm2, the MLP
+   * residual with the next block's norm1 (whose table is made first, into the
+   * other buffer) or the final norm. */
+  const int64_t L = c->num_layers;
+  if (L > 0) {
+    ADALN(w->blocks[0].ada_w, w->blocks[0].ada_b, tabs[0]);
+    h3_tensor t0 = TAB6(0);
+    H3_TRY(OPS->rmsnorm_modulate(m->be, &x, &w->blocks[0].norm1, (float)c->norm_eps, &t0, &idx_ada, 0, H, &sc.h));
   }
-
-  /* 5. final norm (shift, scale per timestep) and the fp32 heads on the selected rows */
-  ADALN(w->final_ada_w, w->final_ada_b, ftab);
+  for (int64_t i = 0; i < L; i++) {
+    const h3_dit_block_weights *bw = &w->blocks[i];
+    h3_tensor tab6 = TAB6(i);
+    H3_TRY(attn_sublayer(m, bw, S, &sc.h, &cosT, &sinT, &sc));
+    H3_TRY(h3_backend_gated_residual_norm(m->be, &x, &sc.y, &tab6, &idx_ada, 2 * H, &bw->norm2, (float)c->norm_eps,
+                                          &tab6, &idx_ada, 3 * H, 4 * H, &sc.h));
+    H3_TRY(h3_dit_mlp_sublayer(m, bw, S, &sc.h, &sc));
+    if (i + 1 < L) {
+      const h3_dit_block_weights *nb = &w->blocks[i + 1];
+      ADALN(nb->ada_w, nb->ada_b, tabs[(i + 1) % 2]);
+      h3_tensor next6 = TAB6(i + 1);
+      H3_TRY(h3_backend_gated_residual_norm(m->be, &x, &sc.y, &tab6, &idx_ada, 5 * H, &nb->norm1, (float)c->norm_eps,
+                                            &next6, &idx_ada, 0, H, &sc.h));
+    } else { /* 5. the final norm (shift, scale per timestep) */
+      ADALN(w->final_ada_w, w->final_ada_b, ftab);
+      H3_TRY(h3_backend_gated_residual_norm(m->be, &x, &sc.y, &tab6, &idx_ada, 5 * H, &w->final_norm,
+                                            (float)c->final_norm_eps, &ftab, &idx_t, 0, H, &sc.h));
+    }
+  }
+  if (L == 0) {
+    ADALN(w->final_ada_w, w->final_ada_b, ftab);
+    H3_TRY(OPS->rmsnorm_modulate(m->be, &x, &w->final_norm, (float)c->final_norm_eps, &ftab, &idx_t, 0, H, &sc.h));
+  }
+#undef TAB6
 #undef ADALN
-  H3_TRY(OPS->rmsnorm_modulate(m->be, &x, &w->final_norm, (float)c->final_norm_eps, &ftab, &idx_t, 0, H, &sc.h));
+
+  /* 5b. the fp32 heads on the selected rows */
   /* `.to(fp32)` before the heads */
   if (Nv > 0) {
     h3_tensor g = rows_of(&t2, Nv), g32 = h3_tensor_2d(stage.data, H3_DT_F32, Nv, H);

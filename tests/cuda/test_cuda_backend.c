@@ -578,6 +578,44 @@ static void t_vec_paths(h3_backend *gpu, const mode *m) {
     buf_free(&tab);
     ibuf_free(&idx);
   }
+  { /* gated_residual_norm (fused: residual + next norm, two tables and index vectors as in the DiT)
+     * against the CPU's two ops; then an unaligned view, which takes the two CUDA ops */
+    const int64_t M = 31, D = 5376, R = 6, C = 6 * D;
+    int32_t gv[31], nv[31];
+    for (int i = 0; i < M; i++) gv[i] = (int32_t)((i * 5 + 1) % R), nv[i] = (int32_t)((i * 7 + 4) % R);
+    for (int aligned = 1; aligned >= 0; aligned--) {
+      const int64_t c0 = aligned ? 8 : 3;
+      buf x = buf_make(gpu, M, D + 16, m->adt, 1.5f, 0.0f);
+      buf y = buf_make(gpu, M, D + 16, m->adt, 1.0f, 0.0f);
+      buf h = buf_make(gpu, M, D + 16, m->adt, 1.0f, 0.0f);
+      buf gt = buf_make(gpu, R, C, m->adt, 0.5f, 0.0f);
+      buf nt = buf_make(gpu, R, C, m->adt, 0.5f, 0.0f);
+      ibuf gi = ibuf_make(gpu, gv, M), ni = ibuf_make(gpu, nv, M);
+      hweight w = hvec_make(H3_DT_BF16, D, 0.3f, 1.0f);
+      h3_tensor hx = hv(&x, c0, D), dx = dv(&x, c0, D), hy = hv(&y, c0, D), dy = dv(&y, c0, D);
+      h3_tensor hh = hv(&h, 0, D), dh = dv(&h, 0, D);
+      h3_tensor hgt = hv(&gt, 0, C), dgt = dv(&gt, 0, C), hnt = hv(&nt, 0, C), dnt = dv(&nt, 0, C);
+      h3_tensor hgi = ih(&gi), dgi = id(&gi), hni = ih(&ni), dni = id(&ni);
+      uint64_t n0 = h3_cuda_vec_launches();
+      OP(g_cpu->ops->gated_residual(g_cpu, &hx, &hy, &hgt, &hgi, 5 * D));
+      OP(g_cpu->ops->rmsnorm_modulate(g_cpu, &hx, &w.t, 1e-6f, &hnt, &hni, 0, D, &hh));
+      OP(h3_backend_gated_residual_norm(gpu, &dx, &dy, &dgt, &dgi, 5 * D, &w.t, 1e-6f, &dnt, &dni, 0, D, &dh));
+      snprintf(name, sizeof name, "gated_residual_norm %s %s D=%lld: x", m->name, aligned ? "fused" : "unaligned",
+               (long long)D);
+      buf_check(name, &x, c0, D, m->tol);
+      snprintf(name, sizeof name, "gated_residual_norm %s %s D=%lld: h", m->name, aligned ? "fused" : "unaligned",
+               (long long)D);
+      buf_check(name, &h, 0, D, m->tol);
+      if (aligned) expect_vec(n0, name);
+      buf_free(&x);
+      buf_free(&y);
+      buf_free(&h);
+      buf_free(&gt);
+      buf_free(&nt);
+      ibuf_free(&gi);
+      ibuf_free(&ni);
+    }
+  }
   { /* swiglu: value columns before and after the gate columns */
     const int64_t M = 29, F = 264;
     const int64_t offs[2][2] = {{0, F + 8}, {F + 8, 0}};

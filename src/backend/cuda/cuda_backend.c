@@ -601,6 +601,7 @@ static const h3_backend_ops cuda_ops = {
     .rmsnorm = h3_cuda_rmsnorm,
     .rmsnorm_modulate = h3_cuda_rmsnorm_modulate,
     .gated_residual = h3_cuda_gated_residual,
+    .gated_residual_norm = h3_cuda_gated_residual_norm,
     .add = h3_cuda_add,
     .qk_norm_rope = h3_cuda_qk_norm_rope,
     .attention = h3_cuda_attention,

@@ -226,6 +226,10 @@ h3_status h3_cuda_rmsnorm_modulate(h3_backend *be, const h3_tensor *x, const h3_
                                    h3_tensor *y);
 h3_status h3_cuda_gated_residual(h3_backend *be, h3_tensor *x, const h3_tensor *y, const h3_tensor *table,
                                  const h3_tensor *idx, int64_t gate_col);
+h3_status h3_cuda_gated_residual_norm(h3_backend *be, h3_tensor *x, const h3_tensor *y, const h3_tensor *gtable,
+                                      const h3_tensor *gidx, int64_t gate_col, const h3_tensor *w, float eps,
+                                      const h3_tensor *ntable, const h3_tensor *nidx, int64_t shift_col,
+                                      int64_t scale_col, h3_tensor *h);
 h3_status h3_cuda_add(h3_backend *be, h3_tensor *x, const h3_tensor *y);
 h3_status h3_cuda_qk_norm_rope(h3_backend *be, h3_tensor *qkv, const h3_qkv_layout *lay, const h3_tensor *qw,
                                const h3_tensor *kw, float eps, const h3_tensor *cos, const h3_tensor *sin);

@@ -32,6 +32,13 @@ struct norm_args {
   int64_t ldt, trows, shift_col, scale_col;
   const int32_t *idx;
   int *flag;
+  /* gated_residual_norm's prologue (k_rmsnorm_bf16<NV, true>): first
+   * x[r] = round(x[r] + round(gtab[gidx[r], gate_col + j] * gy[r, j])), stored to x */
+  const void *gy;
+  int64_t ldgy;
+  const void *gtab;
+  int64_t ldgt, gtrows, gate_col;
+  const int32_t *gidx;
 };
 
 __global__ void k_rmsnorm(norm_args a) {
@@ -75,7 +82,7 @@ __global__ void k_rmsnorm(norm_args a) {
  * D <= 2048 NV): the row is held in registers between the sum of squares and
  * the output, 8 elements per load and store; the same arithmetic and rounding
  * as k_rmsnorm (only the order of the double sum differs). */
-template <int NV> __global__ void __launch_bounds__(NORM_THREADS) k_rmsnorm_bf16(norm_args a) {
+template <int NV, bool GATED = false> __global__ void __launch_bounds__(NORM_THREADS) k_rmsnorm_bf16(norm_args a) {
   __shared__ double sh[32];
   const int64_t nv = a.D / 8;
   for (int64_t r = blockIdx.x; r < a.M; r += gridDim.x) {
@@ -87,6 +94,16 @@ template <int NV> __global__ void __launch_bounds__(NORM_THREADS) k_rmsnorm_bf16
         continue;
       }
     }
+    const uint4 *gyr = nullptr, *ggr = nullptr;
+    if (GATED) {
+      const int64_t gt = a.gidx[r];
+      if (gt < 0 || gt >= a.gtrows) {
+        if (threadIdx.x == 0) h3k_flag(a.flag, H3_CUDA_FLAG_GATED);
+        continue;
+      }
+      gyr = reinterpret_cast<const uint4 *>(static_cast<const __nv_bfloat16 *>(a.gy) + r * a.ldgy);
+      ggr = reinterpret_cast<const uint4 *>(static_cast<const __nv_bfloat16 *>(a.gtab) + gt * a.ldgt + a.gate_col);
+    }
     const uint4 *xr = reinterpret_cast<const uint4 *>(static_cast<const __nv_bfloat16 *>(a.x) + r * a.ldx);
     uint4 xv[NV];
     double s = 0.0;
@@ -95,6 +112,16 @@ template <int NV> __global__ void __launch_bounds__(NORM_THREADS) k_rmsnorm_bf16
       const int64_t c = threadIdx.x + (int64_t)k * NORM_THREADS;
       if (c < nv) {
         xv[k] = xr[c];
+        if (GATED) { /* the residual, as k_gated_bf16 */
+          float xg[8], yg[8], g[8];
+          h3k_unpack8(xv[k], xg);
+          h3k_unpack8(gyr[c], yg);
+          h3k_unpack8(ggr[c], g);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) xg[e] = h3k_bf(__fadd_rn(xg[e], h3k_bf(__fmul_rn(g[e], yg[e]))));
+          xv[k] = h3k_pack8(xg);
+          reinterpret_cast<uint4 *>(const_cast<void *>(a.x))[r * a.ldx / 8 + c] = xv[k];
+        }
         float f[8];
         h3k_unpack8(xv[k], f);
 #pragma unroll
@@ -208,6 +235,65 @@ extern "C" h3_status h3_cuda_rmsnorm_modulate(h3_backend *be, const h3_tensor *x
   if (M > 0 && D > 0 && a.trows == 0)
     return h3_fail(H3_ERR_INVALID, "%s: the table has no rows", op);
   return launch_norm(be, op, &a);
+}
+
+/* gated_residual then rmsnorm_modulate in one pass (BF16, 16-byte rows); otherwise the two ops */
+extern "C" h3_status h3_cuda_gated_residual_norm(h3_backend *be, h3_tensor *x, const h3_tensor *y,
+                                                 const h3_tensor *gtable, const h3_tensor *gidx, int64_t gate_col,
+                                                 const h3_tensor *w, float eps, const h3_tensor *ntable,
+                                                 const h3_tensor *nidx, int64_t shift_col, int64_t scale_col,
+                                                 h3_tensor *h) {
+  static const char *op = "gated_residual_norm";
+  H3_TRY(h3_cuda_enter(be, op));
+  H3_TRY(check_xy(x, h, op));
+  H3_TRY(h3_cuda_check_mat(y, H3_CUDA_ACT, op, "y"));
+  H3_TRY(same_shape(x, y, op, "x", "y"));
+  H3_TRY(h3_cuda_check_device(y, op, "y"));
+  H3_TRY(h3_cuda_check_mat(gtable, H3_CUDA_ACT, op, "gate table"));
+  H3_TRY(h3_cuda_check_mat(ntable, H3_CUDA_ACT, op, "table"));
+  H3_TRY(h3_cuda_check_device(gtable, op, "gate table"));
+  H3_TRY(h3_cuda_check_device(ntable, op, "table"));
+  const int64_t M = x->shape[0], D = x->shape[1], per = (int64_t)NORM_THREADS * 8;
+  const bool fuse = x->data != h->data && D % 8 == 0 && D <= 4 * per && h3k_vec8(x->data, x->dtype, h3_cuda_ld(x), 0) &&
+                    h3k_vec8(y->data, y->dtype, h3_cuda_ld(y), 0) && h3k_vec8(h->data, h->dtype, h3_cuda_ld(h), 0) &&
+                    h3k_vec8(gtable->data, gtable->dtype, h3_cuda_ld(gtable), gate_col) &&
+                    h3k_vec8(ntable->data, ntable->dtype, h3_cuda_ld(ntable), shift_col) && scale_col % 8 == 0 &&
+                    !h3_cuda_overlap(y, h) && !h3_cuda_overlap(gtable, h) && !h3_cuda_overlap(ntable, h) &&
+                    !h3_cuda_overlap(y, x) && !h3_cuda_overlap(gtable, x);
+  if (!fuse) {
+    H3_TRY(h3_cuda_gated_residual(be, x, y, gtable, gidx, gate_col));
+    return h3_cuda_rmsnorm_modulate(be, x, w, eps, ntable, nidx, shift_col, scale_col, h);
+  }
+  H3_TRY(check_cols(gtable, gate_col, D, op, "gate"));
+  H3_TRY(check_cols(ntable, shift_col, D, op, "shift"));
+  H3_TRY(check_cols(ntable, scale_col, D, op, "scale"));
+  H3_TRY(h3_cuda_check_idx(gidx, M, op));
+  H3_TRY(h3_cuda_check_idx(nidx, M, op));
+  if (M == 0 || D == 0) return H3_OK;
+  if (gtable->shape[0] == 0 || ntable->shape[0] == 0) return h3_fail(H3_ERR_INVALID, "%s: a table has no rows", op);
+  norm_args a = {};
+  a.x = x->data, a.xdt = x->dtype, a.ldx = h3_cuda_ld(x);
+  a.y = h->data, a.ydt = h->dtype, a.ldy = h3_cuda_ld(h);
+  a.M = M, a.D = D, a.eps = eps, a.rnd = true;
+  if (w) {
+    H3_TRY(h3_cuda_check_vec(w, D, op, "weight"));
+    H3_TRY(h3_cuda_weight(be, w, op, "weight", &a.w));
+    a.wdt = w->dtype;
+  }
+  a.table = ntable->data, a.tdt = ntable->dtype, a.ldt = h3_cuda_ld(ntable), a.trows = ntable->shape[0];
+  a.shift_col = shift_col, a.scale_col = scale_col;
+  a.idx = static_cast<const int32_t *>(nidx->data);
+  a.flag = h3_cuda_flag(be);
+  a.gy = y->data, a.ldgy = h3_cuda_ld(y);
+  a.gtab = gtable->data, a.ldgt = h3_cuda_ld(gtable), a.gtrows = gtable->shape[0], a.gate_col = gate_col;
+  a.gidx = static_cast<const int32_t *>(gidx->data);
+  const unsigned blocks = (unsigned)(M < 65535 * 32 ? M : 65535 * 32);
+  cudaStream_t st = h3_cuda_stream(be);
+  if (D <= per) k_rmsnorm_bf16<1, true><<<blocks, NORM_THREADS, 0, st>>>(a);
+  else if (D <= 2 * per) k_rmsnorm_bf16<2, true><<<blocks, NORM_THREADS, 0, st>>>(a);
+  else if (D <= 3 * per) k_rmsnorm_bf16<3, true><<<blocks, NORM_THREADS, 0, st>>>(a);
+  else k_rmsnorm_bf16<4, true><<<blocks, NORM_THREADS, 0, st>>>(a);
+  return h3_cuda_launched_vec(op, "k_rmsnorm_bf16<gated>");
 }
 
 /* ---- gated_residual / add ----------------------------------------------------------- */
