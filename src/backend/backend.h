@@ -135,6 +135,17 @@ typedef struct h3_backend_ops {
   h3_status (*mem_stats)(h3_backend *be, bool reset_peak, struct h3_backend_mem *out);
   /* Optional: drop the device copies of host weights (made again on next use). */
   void (*release_weights)(h3_backend *be);
+  /* Optional (NULL: none; the CPU has none): replayable graphs of queued ops.
+   * Between graph_begin and graph_end the ops are recorded, not run; graph_end
+   * returns the graph, or fails (discarding the recording) where something
+   * could not be recorded, and the caller then runs the ops directly.
+   * graph_launch queues the recorded ops again, with the same buffers and
+   * arguments; it refuses (H3_ERR_INVALID) a graph whose device weight copies
+   * have been dropped or replaced since it was recorded. */
+  h3_status (*graph_begin)(h3_backend *be);
+  h3_status (*graph_end)(h3_backend *be, void **graph);
+  h3_status (*graph_launch)(h3_backend *be, void *graph);
+  void (*graph_free)(h3_backend *be, void *graph);
 
   /* video VAE */
   /* y = (x - mean(x)) / sqrt(var(x) + eps) * w + b per row (biased variance);

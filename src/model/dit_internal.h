@@ -5,6 +5,14 @@
 
 #include "model/dit.h"
 
+/* What a recorded block-stack graph depends on (compared bytewise: zero the padding). */
+typedef struct h3_dit_graph_key {
+  const void *mem; /* the arena's buffer: every activation address follows from it and the sizes */
+  const void *w;
+  int64_t S, Nv, Na, Nt, K;
+  int32_t prec, act;
+} h3_dit_graph_key;
+
 struct h3_dit {
   h3_backend *be;
   const h3_dit_weights *w;
@@ -21,6 +29,12 @@ struct h3_dit {
   uint64_t tc_hash;
   h3_dtype tc_dt;
   h3_precision tc_prec;
+  /* the block stack recorded as a backend graph (dit.c, stack_run): made on the
+   * second forward of a shape, replayed from the third on */
+  void *graph;
+  h3_dit_graph_key gkey;
+  bool gkey_valid, gkey_norecord;
+  uint64_t graph_launches; /* replays so far (tests) */
   /* host scratch of the input checks (row-use marks), grown once */
   unsigned char *seen;
   size_t seen_cap;

@@ -24,12 +24,14 @@ for shape in $(echo "${SHAPES:-960x544x124}" | tr ',' ' '); do
   xz -9 "$final/ncu_$shape.csv"
 done
 # KERNELS=regex: also the detailed Nsight Compute sections (speed of light, warp stalls,
-# occupancy) for the first launch of each matching kernel at the first shape.
+# occupancy, pipes; METRICS=list adds raw metrics) for LAUNCHES launches of the matching
+# kernels after SKIP of them, at the first shape.
 if [ -n "${KERNELS:-}" ]; then
   shape=$(echo "${SHAPES:-960x544x124}" | cut -d, -f1)
   timeout 400 "$ncu" --clock-control none --kernel-name "regex:${KERNELS}" --launch-skip "${SKIP:-0}" --launch-count "${LAUNCHES:-2}" \
+    ${METRICS:+--metrics "$METRICS"} \
     --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
-    --section MemoryWorkloadAnalysis --section SchedulerStats "$root/bin/dit_bench" --shapes "$shape" --iters 0 --gemm 0 /tmp/kp.json \
+    --section MemoryWorkloadAnalysis --section SchedulerStats --section ComputeWorkloadAnalysis "$root/bin/dit_bench" --shapes "$shape" --iters 0 --gemm 0 /tmp/kp.json \
     >"$final/sections.txt" 2>&1
   echo "sections rc=$?"; grep -vE "^==PROF==|^ *-+ *$|^ *$|----" "$final/sections.txt" | cut -c1-160 | head -${LINES_OUT:-150}
 fi

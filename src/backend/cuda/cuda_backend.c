@@ -286,6 +286,7 @@ static bool entry_matches(const h3_cuda_wentry *e, uintptr_t p, size_t bytes) {
 
 static void evict_entry(h3_cuda_impl *c, size_t i) {
   h3_cuda_wentry *e = &c->w[i];
+  c->weight_epoch++;
   if (e->dev) {
     h3_cuda_dev_free(e->dev); /* waits for queued work */
     c->wbytes -= e->bytes;
@@ -494,6 +495,7 @@ void h3_cuda_weight_cache_clear(h3_backend *be) {
   (void)cudaGetLastError();
   c->nw = 0;
   c->wbytes = 0;
+  c->weight_epoch++;
 }
 
 /* ---- create / destroy ------------------------------------------------------------ */
@@ -628,6 +630,10 @@ static const h3_backend_ops cuda_ops = {
     .timer_stop = cuda_timer_stop,
     .mem_stats = cuda_mem_stats,
     .release_weights = h3_cuda_weight_cache_clear,
+    .graph_begin = h3_cuda_graph_begin,
+    .graph_end = h3_cuda_graph_end,
+    .graph_launch = h3_cuda_graph_launch,
+    .graph_free = h3_cuda_graph_free,
 };
 
 #define CREATE_TRY(call)                                         \

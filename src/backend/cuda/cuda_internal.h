@@ -92,6 +92,7 @@ typedef struct h3_cuda_impl {
   int gemm_mode;     /* 0: cuBLASLt (cublasGemmEx fallback), 1: cublasGemmEx only (H3_CUDA_GEMM=gemmex) */
   int64_t chunk_rows; /* linear: cap on rows per f32-accumulator chunk (H3_CUDA_LINEAR_CHUNK_ROWS, tests); 0 auto */
   uint64_t n_lt, n_ex; /* GEMMs run through cuBLASLt / cublasGemmEx (diagnostics) */
+  uint64_t weight_epoch; /* bumped whenever a device weight copy is freed (graphs made before are stale) */
   h3_cuda_buf scratch[H3_CUDA_SCRATCH_SLOTS];
   h3_cuda_wentry *w; /* weight cache, sorted by host (one entry per start address) */
   size_t nw, capw;
@@ -157,6 +158,11 @@ const void *h3_cuda_weight_ptr(h3_backend *be, const h3_tensor *w, h3_dtype want
  * its device copy and cached with it (be->narrow_weights). */
 h3_status h3_cuda_weight_bf16(h3_backend *be, const h3_tensor *t, const char *op, const char *name, const void **dev);
 void h3_cuda_weight_cache_clear(h3_backend *be);
+/* cuda_graph.c: the backend's graph ops */
+h3_status h3_cuda_graph_begin(h3_backend *be);
+h3_status h3_cuda_graph_end(h3_backend *be, void **graph);
+h3_status h3_cuda_graph_launch(h3_backend *be, void *graph);
+void h3_cuda_graph_free(h3_backend *be, void *graph);
 /* GEMMs run so far through cuBLASLt and through cublasGemmEx (diagnostics, tests). */
 void h3_cuda_gemm_counts(h3_backend *be, uint64_t *lt, uint64_t *ex);
 
