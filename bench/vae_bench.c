@@ -62,108 +62,28 @@
 #include "bench_util.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "model/toy_model.h"
 #include "model/video_vae_decoder.h"
 #include "pipeline/request.h"
 
-/* /work/shared/data/minimax-h3-snapshot/vae/config.json, verbatim. */
-static const char k_release_config[] =
-    "{\n"
-    "  \"_class_name\": \"AutoencoderKLMiniMaxH3\",\n"
-    "  \"_diffusers_version\": \"0.36.0.dev0\",\n"
-    "  \"in_channels\": 3,\n"
-    "  \"out_channels\": 3,\n"
-    "  \"latent_channels\": 24,\n"
-    "  \"block_out_channels\": [\n"
-    "    128,\n"
-    "    256,\n"
-    "    256,\n"
-    "    512,\n"
-    "    512,\n"
-    "    1024\n"
-    "  ],\n"
-    "  \"layers_per_block\": 2,\n"
-    "  \"spatial_downsample_factors\": [\n"
-    "    2,\n"
-    "    2,\n"
-    "    2,\n"
-    "    2,\n"
-    "    1,\n"
-    "    1\n"
-    "  ],\n"
-    "  \"temporal_downsample_factors\": [\n"
-    "    1,\n"
-    "    2,\n"
-    "    2,\n"
-    "    1,\n"
-    "    1,\n"
-    "    1\n"
-    "  ],\n"
-    "  \"norm_num_groups\": 32,\n"
-    "  \"norm_eps\": 1e-06,\n"
-    "  \"spatial_padding_mode\": \"reflect\",\n"
-    "  \"decoder_num_layers\": 36,\n"
-    "  \"decoder_num_attention_heads\": 32,\n"
-    "  \"decoder_attention_head_dim\": 64,\n"
-    "  \"decoder_num_register_tokens\": 4,\n"
-    "  \"decoder_ffn_mult\": 4,\n"
-    "  \"decoder_rope_theta\": 100.0,\n"
-    "  \"decoder_rope_dim_ratio\": 0.75,\n"
-    "  \"decoder_norm_eps\": 1e-05,\n"
-    "  \"clip_length\": 17,\n"
-    "  \"token_drop\": 3,\n"
-    "  \"latents_mean\": [\n"
-    "    0.858090341091156,\n"
-    "    -0.9606591463088989,\n"
-    "    1.0661640167236328,\n"
-    "    -0.5090325474739075,\n"
-    "    -0.2727581858634949,\n"
-    "    -1.3675414323806763,\n"
-    "    -0.2553254961967468,\n"
-    "    -0.26907554268836975,\n"
-    "    -0.5376840829849243,\n"
-    "    -0.0464097298681736,\n"
-    "    0.6657370328903198,\n"
-    "    0.19690127670764923,\n"
-    "    -0.5460608005523682,\n"
-    "    -0.4035342037677765,\n"
-    "    -0.23683024942874908,\n"
-    "    0.25928452610969543,\n"
-    "    -0.30133944749832153,\n"
-    "    0.211341992020607,\n"
-    "    -1.1206848621368408,\n"
-    "    0.3581933379173279,\n"
-    "    -0.04225143790245056,\n"
-    "    0.2604829967021942,\n"
-    "    0.22864092886447906,\n"
-    "    0.7056031823158264\n"
-    "  ],\n"
-    "  \"latents_std\": [\n"
-    "    1.2223774194717407,\n"
-    "    1.2767263650894165,\n"
-    "    1.6831774711608887,\n"
-    "    1.7549455165863037,\n"
-    "    1.5636216402053833,\n"
-    "    2.194143533706665,\n"
-    "    0.9653137922286987,\n"
-    "    1.0569885969161987,\n"
-    "    0.841948926448822,\n"
-    "    0.7729952931404114,\n"
-    "    1.8955937623977661,\n"
-    "    0.946841835975647,\n"
-    "    0.7996809482574463,\n"
-    "    0.44988900423049927,\n"
-    "    0.7197399735450745,\n"
-    "    0.6936293244361877,\n"
-    "    2.961095094680786,\n"
-    "    2.7694199085235596,\n"
-    "    3.0496184825897217,\n"
-    "    2.1088054180145264,\n"
-    "    3.276226282119751,\n"
-    "    3.1627357006073,\n"
-    "    2.2816812992095947,\n"
-    "    2.6127843856811523\n"
-    "  ]\n"
-    "}";
+/* The released vae/config.json (../shared/data/minimax-h3-snapshot/vae): the toy
+ * model's template has its geometry, clip and latent statistics; only the sizes differ. */
+static json_t *release_config(void) {
+  const char *toy = NULL;
+  for (int i = 0; i < h3_toy_n_templates; i++)
+    if (!strcmp(h3_toy_templates[i].component, "vae")) toy = h3_toy_templates[i].config;
+  json_t *root = toy ? json_loads(toy, 0, NULL) : NULL;
+  if (!root) return NULL;
+  json_object_set_new(root, "block_out_channels", json_pack("[iiiiii]", 128, 256, 256, 512, 512, 1024));
+  json_object_set_new(root, "layers_per_block", json_integer(2));
+  json_object_set_new(root, "spatial_downsample_factors", json_pack("[iiiiii]", 2, 2, 2, 2, 1, 1));
+  json_object_set_new(root, "temporal_downsample_factors", json_pack("[iiiiii]", 1, 2, 2, 1, 1, 1));
+  json_object_set_new(root, "norm_num_groups", json_integer(32));
+  json_object_set_new(root, "decoder_num_layers", json_integer(36));
+  json_object_set_new(root, "decoder_num_attention_heads", json_integer(32));
+  json_object_set_new(root, "decoder_attention_head_dim", json_integer(64));
+  return root;
+}
 
 /* A toy decoder with the released geometry (16x spatial, 4x temporal, clip 17,
  * token drop 3, RoPE ratio 0.75): 2 blocks of width 16 (2 heads x 8). */
@@ -500,8 +420,11 @@ int main(int argc, char **argv) {
   /* 1. config */
   h3_vvae_config cfg;
   json_error_t jerr;
-  json_t *root = config_file ? json_load_file(config_file, 0, &jerr)
-                             : json_loads(!strcmp(config, "release") ? k_release_config : k_tiny_config, 0, &jerr);
+  memset(&jerr, 0, sizeof jerr);
+  json_t *root = config_file                 ? json_load_file(config_file, 0, &jerr)
+                 : !strcmp(config, "release") ? release_config()
+                                              : json_loads(k_tiny_config, 0, &jerr);
+  if (!root && !jerr.text[0]) snprintf(jerr.text, sizeof jerr.text, "the toy VAE template did not parse");
   if (!root) {
     fprintf(stderr, "vae_bench: error: config %s: %s (line %d)\n", rp.config, jerr.text, jerr.line);
     snprintf(rp.status, sizeof rp.status, "error: config: %.400s", jerr.text);
