@@ -107,18 +107,26 @@ h3_status h3_cpu_rmsnorm_modulate(h3_backend *be, const h3_tensor *x, const h3_t
 
 /* ---- gated_residual ------------------------------------------------------- */
 
-static void gated_rows(void *vctx, int64_t b, int64_t e, int tid) {
+/* x += (gate *) y per row: with a table (gated_residual) the gate is table row
+ * idx[r] from gate_col on; without one (add) the plain sum. */
+static void residual_rows(void *vctx, int64_t b, int64_t e, int tid) {
   (void)tid;
   const norm_ctx *C = vctx;
   int64_t D = C->y->shape[1];
   for (int64_t r = b; r < e; r++) {
     float *x = h3_cpu_row(C->x, r);
     const float *y = h3_cpu_row(C->y, r);
-    const float *g = h3_cpu_row(C->table, C->idx[r]) + C->gate_col;
-    if (C->emu)
-      for (int64_t j = 0; j < D; j++) x[j] = h3_round_bf16(x[j] + h3_round_bf16(g[j] * y[j]));
-    else
-      for (int64_t j = 0; j < D; j++) x[j] += g[j] * y[j];
+    if (C->table) {
+      const float *g = h3_cpu_row(C->table, C->idx[r]) + C->gate_col;
+      if (C->emu)
+        for (int64_t j = 0; j < D; j++) x[j] = h3_round_bf16(x[j] + h3_round_bf16(g[j] * y[j]));
+      else
+        for (int64_t j = 0; j < D; j++) x[j] += g[j] * y[j];
+    } else if (C->emu) {
+      for (int64_t j = 0; j < D; j++) x[j] = h3_round_bf16(x[j] + y[j]);
+    } else {
+      for (int64_t j = 0; j < D; j++) x[j] += y[j];
+    }
   }
 }
 
@@ -134,25 +142,11 @@ h3_status h3_cpu_gated_residual(h3_backend *be, h3_tensor *x, const h3_tensor *y
   H3_TRY(h3_cpu_check_idx(idx, x->shape[0], table->shape[0], op));
   norm_ctx C = {.x = x, .y = y, .table = table, .idx = idx->data, .gate_col = gate_col, .emu = be->emulate_bf16};
   if (x->shape[1] == 0) return H3_OK;
-  h3_cpu_parallel(c, x->shape[0], row_grain(x->shape[1]), gated_rows, &C);
+  h3_cpu_parallel(c, x->shape[0], row_grain(x->shape[1]), residual_rows, &C);
   return H3_OK;
 }
 
 /* ---- add ------------------------------------------------------------------ */
-
-static void add_rows(void *vctx, int64_t b, int64_t e, int tid) {
-  (void)tid;
-  const norm_ctx *C = vctx;
-  int64_t D = C->y->shape[1];
-  for (int64_t r = b; r < e; r++) {
-    float *x = h3_cpu_row(C->x, r);
-    const float *y = h3_cpu_row(C->y, r);
-    if (C->emu)
-      for (int64_t j = 0; j < D; j++) x[j] = h3_round_bf16(x[j] + y[j]);
-    else
-      for (int64_t j = 0; j < D; j++) x[j] += y[j];
-  }
-}
 
 h3_status h3_cpu_add(h3_backend *be, h3_tensor *x, const h3_tensor *y) {
   static const char *op = "add";
@@ -162,6 +156,6 @@ h3_status h3_cpu_add(h3_backend *be, h3_tensor *x, const h3_tensor *y) {
   H3_TRY(same_shape(x, y, op, "x", "y"));
   norm_ctx C = {.x = x, .y = y, .emu = be->emulate_bf16};
   if (x->shape[1] == 0) return H3_OK;
-  h3_cpu_parallel(c, x->shape[0], row_grain(x->shape[1]), add_rows, &C);
+  h3_cpu_parallel(c, x->shape[0], row_grain(x->shape[1]), residual_rows, &C);
   return H3_OK;
 }
