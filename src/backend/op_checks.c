@@ -113,6 +113,21 @@ h3_status h3_check_2d_layout(const h3_tensor *t, const char *op, const char *nam
   return H3_OK;
 }
 
+h3_status h3_check_param_vec(const h3_tensor *t, int64_t n, const char *op, const char *name) {
+  if (!t) return h3_fail(H3_ERR_INVALID, "%s: %s is NULL", op, name);
+  if (t->dtype != H3_DT_F32 && t->dtype != H3_DT_BF16 && t->dtype != H3_DT_F16) {
+    const char *dn = h3_dtype_name(t->dtype);
+    return h3_fail(H3_ERR_UNSUPPORTED, "%s: %s has dtype %s (F32, BF16 or F16 expected)", op, name, dn ? dn : "?");
+  }
+  if (t->ndim < 1 || h3_tensor_numel(t) != n || !h3_tensor_is_contiguous(t)) {
+    char buf[96];
+    return h3_fail(H3_ERR_SHAPE, "%s: %s must be a contiguous vector of %lld elements (is %s)", op, name, (long long)n,
+                   h3_shape_str(t, buf, sizeof buf));
+  }
+  if (n > 0 && !t->data) return h3_fail(H3_ERR_INVALID, "%s: %s has no data", op, name);
+  return H3_OK;
+}
+
 h3_status h3_check_same_shape2d(const h3_tensor *a, const h3_tensor *b, const char *op, const char *an, const char *bn) {
   if (a->shape[0] != b->shape[0] || a->shape[1] != b->shape[1])
     return h3_fail(H3_ERR_SHAPE, "%s: %s [%lld, %lld] and %s [%lld, %lld] differ", op, an, (long long)a->shape[0],

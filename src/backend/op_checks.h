@@ -27,6 +27,8 @@ bool h3_tensors_overlap(const h3_tensor *a, const h3_tensor *b);
 h3_status h3_check_2d(const h3_tensor *t, const char *op, const char *name);
 h3_status h3_check_2d_layout(const h3_tensor *t, const char *op, const char *name);
 
+/* A parameter vector (norm weight, bias): given, F32/BF16/F16, contiguous, n elements. */
+h3_status h3_check_param_vec(const h3_tensor *t, int64_t n, const char *op, const char *name);
 /* Two 2-D tensors of the same [rows, cols]. */
 h3_status h3_check_same_shape2d(const h3_tensor *a, const h3_tensor *b, const char *op, const char *an, const char *bn);
 /* Columns [col, col + D) inside a modulation table. */

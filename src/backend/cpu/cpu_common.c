@@ -137,25 +137,12 @@ h3_status h3_cpu_check_mat(const h3_tensor *t, h3_dtype dt, const char *op, cons
 
 bool h3_cpu_overlap(const h3_tensor *a, const h3_tensor *b) { return h3_views_overlap(a, b); }
 
-static int is_float16ish(h3_dtype dt) { return dt == H3_DT_F32 || dt == H3_DT_BF16 || dt == H3_DT_F16; }
-
-h3_status h3_cpu_check_vec(const h3_tensor *t, int64_t n, const char *op, const char *name) {
-  if (!is_float16ish(t->dtype))
-    return h3_fail(H3_ERR_UNSUPPORTED, "%s: %s has dtype %s (F32, BF16 or F16 expected)", op, name, dt_name(t->dtype));
-  if (t->ndim < 1 || h3_tensor_numel(t) != n || !h3_tensor_is_contiguous(t)) {
-    char buf[96];
-    return h3_fail(H3_ERR_SHAPE, "%s: %s must be a contiguous vector of %lld elements (is %s)", op, name, (long long)n,
-                   h3_shape_str(t, buf, sizeof buf));
-  }
-  if (n > 0 && !t->data) return h3_fail(H3_ERR_INVALID, "%s: %s has no data", op, name);
-  return H3_OK;
-}
 
 h3_status h3_cpu_param_vec(h3_cpu_impl *c, int slot, const h3_tensor *t, int64_t n, const char *op, const char *name,
                            const float **out) {
   *out = NULL;
   if (!t) return H3_OK;
-  H3_TRY(h3_cpu_check_vec(t, n, op, name));
+  H3_TRY(h3_check_param_vec(t, n, op, name));
   void *p;
   H3_TRY(h3_cpu_param_reserve(c, slot, (size_t)n * sizeof(float), &p));
   h3_cpu_widen(p, t->data, t->dtype, (size_t)n);

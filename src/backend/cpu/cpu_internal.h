@@ -109,8 +109,6 @@ static inline int64_t h3_cpu_ld(const h3_tensor *t) { return t->stride[0] > t->s
 static inline float *h3_cpu_row(const h3_tensor *t, int64_t r) { return (float *)t->data + r * h3_cpu_ld(t); }
 /* Whether the memory spans of two checked matrices intersect. */
 bool h3_cpu_overlap(const h3_tensor *a, const h3_tensor *b);
-/* A contiguous vector of n elements of a float dtype (F32/BF16/F16). */
-h3_status h3_cpu_check_vec(const h3_tensor *t, int64_t n, const char *op, const char *name);
 /* Check and widen an optional float vector into param slot `slot` (NULL -> *out NULL). */
 h3_status h3_cpu_param_vec(h3_cpu_impl *c, int slot, const h3_tensor *t, int64_t n, const char *op, const char *name,
                            const float **out);

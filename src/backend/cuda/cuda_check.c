@@ -196,18 +196,6 @@ h3_status h3_cuda_check_device(const h3_tensor *t, const char *op, const char *n
 
 bool h3_cuda_overlap(const h3_tensor *a, const h3_tensor *b) { return h3_views_overlap(a, b); }
 
-h3_status h3_cuda_check_vec(const h3_tensor *t, int64_t n, const char *op, const char *name) {
-  if (!t) return h3_fail(H3_ERR_INVALID, "%s: %s is NULL", op, name);
-  if (t->dtype != H3_DT_F32 && t->dtype != H3_DT_BF16 && t->dtype != H3_DT_F16)
-    return h3_fail(H3_ERR_UNSUPPORTED, "%s: %s has dtype %s (F32, BF16 or F16 expected)", op, name, dt_name(t->dtype));
-  if (t->ndim < 1 || h3_tensor_numel(t) != n || !h3_tensor_is_contiguous(t)) {
-    char buf[96];
-    return h3_fail(H3_ERR_SHAPE, "%s: %s must be a contiguous vector of %lld elements (is %s)", op, name, (long long)n,
-                   h3_shape_str(t, buf, sizeof buf));
-  }
-  if (n > 0 && !t->data) return h3_fail(H3_ERR_INVALID, "%s: %s has no data", op, name);
-  return H3_OK;
-}
 
 h3_status h3_cuda_check_idx(const h3_tensor *idx, int64_t n, const char *op) {
   if (!idx) return h3_fail(H3_ERR_INVALID, "%s: index vector is NULL", op);

@@ -45,6 +45,7 @@ extern "C" {
 #endif
 
 #include "backend/backend.h"
+#include "backend/op_checks.h"
 
 #define H3_CUDA_SCRATCH_SLOTS 4
 /* scratch slots used by cuda_linear.c (other ops may use any slot too) */
@@ -205,8 +206,8 @@ h3_status h3_cuda_check_device(const h3_tensor *t, const char *op, const char *n
 /* Whether the memory spans of two checked matrices intersect (column slices of
  * one buffer with disjoint column ranges do not). */
 bool h3_cuda_overlap(const h3_tensor *a, const h3_tensor *b);
-/* A contiguous vector of n elements of a float dtype (F32/BF16/F16). */
-h3_status h3_cuda_check_vec(const h3_tensor *t, int64_t n, const char *op, const char *name);
+/* A contiguous vector of n elements of a float dtype (F32/BF16/F16): the shared check. */
+#define h3_cuda_check_vec h3_check_param_vec
 /* A contiguous I32 vector of n entries in device memory (ranges are checked by the kernels). */
 h3_status h3_cuda_check_idx(const h3_tensor *idx, int64_t n, const char *op);
 /* Fused-QKV layout against qkv [S, C] (F32 or BF16, device): as the CPU's check. */
