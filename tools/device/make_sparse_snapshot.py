@@ -15,8 +15,8 @@ Components written (the layout the engine's locators search):
   tokenizer/          vocab.json, merges.txt, tokenizer_config.json (copied)
   vae/                the video VAE's decoder tensors + post_quant_conv, shapes from the config, F32
                       (the release's 10.4 GB index total is the F32 size)
-  audio_vae/          the BigVGAN decoder as one file, names and shapes from the config (same pattern
-                      as tools/toy/make_templates.py), F32
+  audio_vae/          the BigVGAN decoder as one file, names and shapes from the config
+                      (tools/audio_vae_shapes.py, shared with tools/toy/make_templates.py), F32
 """
 import importlib.util
 import json
@@ -27,6 +27,8 @@ import struct
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+from audio_vae_shapes import decoder_shapes  # noqa: E402
 
 
 def write_sparse(path, tensors):
@@ -153,33 +155,7 @@ def audio_vae(meta, dst):
     dim, lat, ch_lat = c["decoder_dim"], c["latent_dim"], c["latent_channels"]
     rates, kernels = c["decoder_rates"], c["decoder_kernel_sizes"]
     rk, rd = c["resblock_kernel_sizes"], c["resblock_dilation_sizes"]
-    t = {}
-
-    def conv(name, cout, cin, k, bias=True, transposed=False):
-        t[name + ".weight_g"] = [cin if transposed else cout, 1, 1]
-        t[name + ".weight_v"] = [cin, cout, k] if transposed else [cout, cin, k]
-        if bias:
-            t[name + ".bias"] = [cout]
-
-    def snake(name, ch):
-        t[name + ".act.alpha"] = [ch]
-        t[name + ".act.beta"] = [ch]
-    t["dec_in_proj.weight"] = [lat, ch_lat, 1]
-    t["dec_in_proj.bias"] = [lat]
-    conv("decoder.conv_pre", dim, lat, 7)
-    ch = dim
-    for i, (r, k) in enumerate(zip(rates, kernels)):
-        conv(f"decoder.ups.{i}.0", ch // 2, ch, k, transposed=True)
-        ch //= 2
-        for j, (kk, dil) in enumerate(zip(rk, rd)):
-            b = f"decoder.resblocks.{i * len(rk) + j}"
-            for d in range(len(dil)):
-                conv(f"{b}.convs1.{d}", ch, ch, kk)
-                conv(f"{b}.convs2.{d}", ch, ch, kk)
-            for a in range(2 * len(dil)):
-                snake(f"{b}.activations.{a}", ch)
-    snake("decoder.activation_post", ch)
-    conv("decoder.conv_post", 1, ch, 7, bias=False)
+    t = decoder_shapes(dim, lat, ch_lat, rates, kernels, rk, rd)
     return write_sparse(os.path.join(out, "diffusion_pytorch_model.safetensors"),
                         {k: ("F32", v) for k, v in t.items()})
 

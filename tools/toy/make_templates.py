@@ -12,6 +12,8 @@ import struct
 import sys
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from audio_vae_shapes import decoder_shapes  # noqa: E402
 
 def audio_vae_toy():
     """A tiny BigVGAN decoder with the released hop (800 samples per latent at 32 kHz), so the toy's
@@ -25,31 +27,7 @@ def audio_vae_toy():
     cfg.update(decoder_dim=dim, decoder_rates=rates, decoder_kernel_sizes=kernels, latent_dim=lat,
                latent_channels=ch_lat, resblock_kernel_sizes=rk, resblock_dilation_sizes=rd,
                latents_mean=released["latents_mean"], latents_std=released["latents_std"])
-    t = {}
-    def conv(name, cout, cin, k, bias=True, transposed=False):
-        t[name + ".weight_g"] = [cin if transposed else cout, 1, 1]
-        t[name + ".weight_v"] = [cin, cout, k] if transposed else [cout, cin, k]
-        if bias:
-            t[name + ".bias"] = [cout]
-    def snake(name, c):
-        t[name + ".act.alpha"] = [c]
-        t[name + ".act.beta"] = [c]
-    t["dec_in_proj.weight"] = [lat, ch_lat, 1]
-    t["dec_in_proj.bias"] = [lat]
-    conv("decoder.conv_pre", dim, lat, 7)
-    ch = dim
-    for i, (r, k) in enumerate(zip(rates, kernels)):
-        conv(f"decoder.ups.{i}.0", ch // 2, ch, k, transposed=True)
-        ch //= 2
-        for j, (kk, dil) in enumerate(zip(rk, rd)):
-            b = f"decoder.resblocks.{i * len(rk) + j}"
-            for d in range(len(dil)):
-                conv(f"{b}.convs1.{d}", ch, ch, kk)
-                conv(f"{b}.convs2.{d}", ch, ch, kk)
-            for a in range(2 * len(dil)):
-                snake(f"{b}.activations.{a}", ch)
-    snake("decoder.activation_post", ch)
-    conv("decoder.conv_post", 1, ch, 7, bias=False)
+    t = decoder_shapes(dim, lat, ch_lat, rates, kernels, rk, rd)
     return json.dumps(cfg, indent=2), {k: {"dtype": "F32", "shape": v} for k, v in t.items()}
 
 
