@@ -19,6 +19,9 @@ typedef struct h3_cli_command {
 int h3_cli_fail(const char *ctx);
 /* Print a usage error line and return 2. */
 int h3_cli_usage_error(const char *fmt, ...);
+/* --threads VALUE (NULL: not given): a positive integer handed to the CPU
+ * backend through H3_THREADS; returns 0, or the usage error's 2. */
+int h3_cli_threads(const char *threads);
 
 /* Top-level commands */
 int h3_cmd_stage(int argc, char **argv);

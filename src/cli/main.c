@@ -1,5 +1,6 @@
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -21,6 +22,13 @@ int h3_cli_usage_error(const char *fmt, ...) {
   fprintf(stderr, " (see --help)\n");
   va_end(ap);
   return 2;
+}
+
+int h3_cli_threads(const char *threads) {
+  if (!threads) return 0;
+  if (atoi(threads) <= 0) return h3_cli_usage_error("--threads must be a positive integer");
+  setenv("H3_THREADS", threads, 1);
+  return 0;
 }
 
 static const h3_cli_command k_commands[] = {

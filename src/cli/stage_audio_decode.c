@@ -43,11 +43,7 @@ int h3_stage_audio_decode(int argc, char **argv) {
   if (!model || !inp || !outp) return h3_cli_usage_error("h3 stage audio-decode needs --model, --in and --out");
   if (verbose) h3_set_log_level(H3_LOG_DEBUG);
   if (quiet) h3_set_log_level(H3_LOG_ERROR);
-  if (threads) {
-    int n = atoi(threads);
-    if (n <= 0) return h3_cli_usage_error("--threads must be a positive integer");
-    setenv("H3_THREADS", threads, 1);
-  }
+  if (h3_cli_threads(threads)) return 2;
 
   int ret = 1;
   h3_backend *be = NULL;

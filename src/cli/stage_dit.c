@@ -57,11 +57,7 @@ int h3_stage_dit(int argc, char **argv) {
   if (!strcmp(variant, "fl2va") || !strcmp(variant, "t2va")) part = H3_PART_FL2VA;
   else if (!strcmp(variant, "ref2va")) part = H3_PART_REF2VA;
   else return h3_cli_usage_error("--variant must be fl2va or ref2va, not '%s'", variant);
-  if (threads) {
-    int n = atoi(threads);
-    if (n <= 0) return h3_cli_usage_error("--threads must be a positive integer");
-    setenv("H3_THREADS", threads, 1);
-  }
+  if (h3_cli_threads(threads)) return 2;
   int n_rep = 1;
   if (repeat && ((n_rep = atoi(repeat)) <= 0 || n_rep > 100000))
     return h3_cli_usage_error("--repeat must be a positive integer");

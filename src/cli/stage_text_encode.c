@@ -121,11 +121,7 @@ int h3_stage_text_encode(int argc, char **argv) {
     tap = strtoll(tap_s, &end, 10);
     if (!*tap_s || *end || tap < 0) return h3_cli_usage_error("--tap must be a non-negative integer, not '%s'", tap_s);
   }
-  if (threads) {
-    int n = atoi(threads);
-    if (n <= 0) return h3_cli_usage_error("--threads must be a positive integer");
-    setenv("H3_THREADS", threads, 1);
-  }
+  if (h3_cli_threads(threads)) return 2;
 
   int ret = 1;
   char *text = NULL, *folder = NULL;

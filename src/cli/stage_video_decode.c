@@ -60,11 +60,7 @@ int h3_stage_video_decode(int argc, char **argv) {
   dopt.tile_w = dopt.tile_h;
   dopt.tile_overlap_w = dopt.tile_overlap_h;
   if (notile) dopt.tiling = 0;
-  if (threads) {
-    int n = atoi(threads);
-    if (n <= 0) return h3_cli_usage_error("--threads must be a positive integer");
-    setenv("H3_THREADS", threads, 1);
-  }
+  if (h3_cli_threads(threads)) return 2;
 
   int ret = 1;
   h3_vvae_weights *w = NULL;
