@@ -321,9 +321,10 @@ static void test_cases(h3_backend *be) {
 
 /* ---- the released diffusers tensor names ---------------------------------------- */
 
-/* Shape for a released diffusers name at a tiny width (dim 16 = 2 heads x 8, ffn 64); encoder tensors [1]. */
-static int tiny_shape(const char *n, int64_t *s) {
-  const int64_t D = 16, F = 64, C = 24;
+/* Shape of a released diffusers name for a decoder of width D and SwiGLU inner width F
+ * (encoder tensors get [1]: they are never read); returns the rank. */
+static int released_shape(const char *n, int64_t D, int64_t F, int64_t *s) {
+  const int64_t C = 24;
   if (!strncmp(n, "encoder.", 8) || !strncmp(n, "quant_conv.", 11)) return s[0] = 1, 1;
   if (!strcmp(n, "post_quant_conv.weight")) return s[0] = C, s[1] = C, s[2] = s[3] = s[4] = 1, 5;
   if (!strcmp(n, "post_quant_conv.bias")) return s[0] = C, 1;
@@ -338,6 +339,9 @@ static int tiny_shape(const char *n, int64_t *s) {
   if (strstr(n, ".attn.to_")) return bias ? (s[0] = D, 1) : (s[0] = D, s[1] = D, 2);
   return s[0] = D, 1; /* norms, scales, biases of proj_in / norm_out */
 }
+
+/* ... at a tiny width (dim 16 = 2 heads x 8, ffn 64) */
+static int tiny_shape(const char *n, int64_t *s) { return released_shape(n, 16, 64, s); }
 
 static void test_release_names(h3_backend *be) {
   char idx[1200], cfgp[1200];
@@ -489,23 +493,8 @@ static void original_names(sp_list *l, const char *dt, int with_mask) {
   sp_add(l, "decoder.proj_out.bias", dt, 1, (int64_t[]){3072});
 }
 
-/* Full shape of a released diffusers name (encoder tensors get [1]: they are never read). */
-static int full_shape(const char *n, int64_t *s) {
-  const int64_t D = 2048, F = 8192, C = 24;
-  if (!strncmp(n, "encoder.", 8) || !strncmp(n, "quant_conv.", 11)) return s[0] = 1, 1;
-  if (!strcmp(n, "post_quant_conv.weight")) return s[0] = C, s[1] = C, s[2] = s[3] = s[4] = 1, 5;
-  if (!strcmp(n, "post_quant_conv.bias")) return s[0] = C, 1;
-  if (!strcmp(n, "decoder.proj_in.weight")) return s[0] = D, s[1] = C, 2;
-  if (!strcmp(n, "decoder.register_tokens")) return s[0] = 1, s[1] = 4, s[2] = D, 3;
-  if (!strcmp(n, "decoder.proj_out.weight")) return s[0] = 3072, s[1] = D, 2;
-  if (!strcmp(n, "decoder.proj_out.bias")) return s[0] = 3072, 1;
-  const char *sfx = strrchr(n, '.');
-  int bias = sfx && !strcmp(sfx, ".bias");
-  if (strstr(n, ".ff.net.0.proj.")) return bias ? (s[0] = 2 * F, 1) : (s[0] = 2 * F, s[1] = D, 2);
-  if (strstr(n, ".ff.net.2.")) return bias ? (s[0] = D, 1) : (s[0] = D, s[1] = F, 2);
-  if (strstr(n, ".attn.to_")) return bias ? (s[0] = D, 1) : (s[0] = D, s[1] = D, 2);
-  return s[0] = D, 1;
-}
+/* ... at the released width (2048, ffn 8192) */
+static int full_shape(const char *n, int64_t *s) { return released_shape(n, 2048, 8192, s); }
 
 static int copy_file(const char *src, const char *dst) {
   FILE *a = fopen(src, "rb"), *b = fopen(dst, "wb");
