@@ -61,15 +61,15 @@ constexpr int kBM = 128;        /* query rows per block (64 per consumer warpgro
 #ifndef H3_ATTN_BN128
 #define H3_ATTN_BN128 128
 #endif
-constexpr int kStages = 2;      /* K/V ring depth */
 constexpr int kThreads = 384;   /* producer + 2 consumer warpgroups */
 constexpr int kProducerRegs = 40;
 constexpr int kConsumerRegs = 232; /* 128 x 40 + 256 x 232 <= 65536 */
 constexpr int kConsumerWarps = 8;
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <int D> struct Sm90Cfg {
+template <int D, int kStages = 2> struct Sm90Cfg { /* kStages: K/V ring depth */
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+  static_assert(kStages == 2 || kStages == 3, "2 or 3 K/V stages");
   static constexpr int NP = D / 64;                    /* 64-column (128-byte) panels per row */
   static constexpr int BN = D == 128 ? H3_ATTN_BN128 : 128; /* keys per K/V tile */
   static constexpr int NB = BN / 8;                    /* n8 column blocks of a score tile */
@@ -339,11 +339,11 @@ template <int NPF> __device__ __forceinline__ void pack_p(uint32_t (&pf)[NPF], c
 
 /* ---------------------------------------------------------------------------
  * The kernel.  PP: ping-pong scheduling of the two consumer warpgroups. */
-template <int D, bool PP>
+template <int D, bool PP, int kStages>
 __global__ void __launch_bounds__(kThreads, 1)
     attn_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                      const __grid_constant__ CUtensorMap tm_v, const Sm90Params p) {
-  using C = Sm90Cfg<D>;
+  using C = Sm90Cfg<D, kStages>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   /* 128-byte swizzle atoms must sit on 1024-byte boundaries (TMA and wgmma agree on the pattern) */
   const uint32_t base = ((uint32_t)__cvta_generic_to_shared(smem_raw) + 1023u) & ~1023u;
@@ -569,14 +569,14 @@ bool encode_map(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap *map, const v
   return r == CUDA_SUCCESS;
 }
 
-template <int D, bool PP>
+template <int D, bool PP, int ST>
 h3_status launch(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, const Sm90Params &p, int heads,
                  cudaStream_t stream) {
-  using C = Sm90Cfg<D>;
-  const void *fn = reinterpret_cast<const void *>(&attn_sm90_kernel<D, PP>);
+  using C = Sm90Cfg<D, ST>;
+  const void *fn = reinterpret_cast<const void *>(&attn_sm90_kernel<D, PP, ST>);
   H3_CUDA_TRY(kOp, cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM));
   const dim3 grid((unsigned)((p.S + kBM - 1) / kBM), (unsigned)heads);
-  attn_sm90_kernel<D, PP><<<grid, kThreads, C::SMEM, stream>>>(q, k, v, p);
+  attn_sm90_kernel<D, PP, ST><<<grid, kThreads, C::SMEM, stream>>>(q, k, v, p);
   __atomic_add_fetch(&g_launches, 1, __ATOMIC_RELAXED);
   return h3_cuda_launched(kOp, "attn_sm90_kernel");
 }
@@ -593,6 +593,10 @@ extern "C" h3_status h3_cuda_attention_sm90(cudaStream_t stream, const h3_attn_s
   const bool pp = env && strcmp(env, "sm90-pp") == 0 ? true
                   : env && strcmp(env, "sm90-nopp") == 0 ? false
                                                          : a->S >= 8192;
+
+  /* K/V ring depth: 2, or 3 with H3_ATTN_STAGES=3 (both fit in shared memory at D = 128) */
+  const char *st_env = getenv("H3_ATTN_STAGES");
+  const int stages = st_env && strcmp(st_env, "3") == 0 ? 3 : 2;
 
   const int D = a->head_dim;
   if (a->causal || (D != 64 && D != 128) || !(a->scale > 0.0f) || !isfinite(a->scale)) return H3_OK;
@@ -622,8 +626,12 @@ extern "C" h3_status h3_cuda_attention_sm90(cudaStream_t stream, const h3_attn_s
   p.group = a->heads / a->kv_heads;
   p.sl2 = a->scale * kLog2e;
   *handled = true;
-  if (D == 128) return pp ? launch<128, true>(tq, tk, tv, p, a->heads, stream) : launch<128, false>(tq, tk, tv, p, a->heads, stream);
-  return pp ? launch<64, true>(tq, tk, tv, p, a->heads, stream) : launch<64, false>(tq, tk, tv, p, a->heads, stream);
+  if (stages == 3) {
+    if (D == 128) return pp ? launch<128, true, 3>(tq, tk, tv, p, a->heads, stream) : launch<128, false, 3>(tq, tk, tv, p, a->heads, stream);
+    return pp ? launch<64, true, 3>(tq, tk, tv, p, a->heads, stream) : launch<64, false, 3>(tq, tk, tv, p, a->heads, stream);
+  }
+  if (D == 128) return pp ? launch<128, true, 2>(tq, tk, tv, p, a->heads, stream) : launch<128, false, 2>(tq, tk, tv, p, a->heads, stream);
+  return pp ? launch<64, true, 2>(tq, tk, tv, p, a->heads, stream) : launch<64, false, 2>(tq, tk, tv, p, a->heads, stream);
 }
 
 extern "C" bool h3_cuda_attention_sm90_device(void) { return device_is_sm90() && encode_fn() != nullptr; }
