@@ -135,6 +135,11 @@ typedef struct h3_backend_ops {
   h3_status (*mem_stats)(h3_backend *be, bool reset_peak, struct h3_backend_mem *out);
   /* Optional: drop the device copies of host weights (made again on next use). */
   void (*release_weights)(h3_backend *be);
+  /* Optional (NULL: weights are read in place, as on the CPU): start copying
+   * host weight t to the device in the background, so that the copy overlaps
+   * the ops queued before its first use, which waits for it.  Advisory: a
+   * weight already there, or one it cannot take, is left to its first use. */
+  h3_status (*prefetch)(h3_backend *be, const h3_tensor *t);
   /* Optional (NULL: none; the CPU has none): replayable graphs of queued ops.
    * Between graph_begin and graph_end the ops are recorded, not run; graph_end
    * returns the graph, or fails (discarding the recording) where something
@@ -235,6 +240,11 @@ static inline h3_status h3_backend_gated_residual_norm(h3_backend *be, h3_tensor
                                         h);
   h3_status s = be->ops->gated_residual(be, x, y, gtable, gidx, gate_col);
   return s != H3_OK ? s : be->ops->rmsnorm_modulate(be, x, w, eps, ntable, nidx, shift_col, scale_col, h);
+}
+
+/* be->ops->prefetch(be, t) where the backend has it (else nothing to do). */
+static inline h3_status h3_backend_prefetch(h3_backend *be, const h3_tensor *t) {
+  return be->ops->prefetch ? be->ops->prefetch(be, t) : H3_OK;
 }
 
 /* be->ops->stream(be), or NULL where the backend has none. */

@@ -591,6 +591,10 @@ h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, f
   plan p = make_plan(c, S, Nv, Na, Nt, K);
   H3_TRY(h3_dit_ensure_arena(m, h3_dit_arena_bytes(c, S, Nv, Na, Nt, K)));
   m->be->emulate_bf16 = m->prec == H3_PRECISION_BF16;
+  /* the weights' background upload (CUDA: the first forward computes while later
+   * blocks are still being copied; cached weights are skipped); bf16 only, since
+   * the exact f32 mode keeps f32 widenings instead of the raw copies */
+  if (m->prec == H3_PRECISION_BF16) H3_TRY(h3_dit_weights_prefetch(m->w, m->be));
 
   h3_tensor x, t2, cosT, sinT, idx_ada, idx_t, vidx, aidx, tidx, vin, ain, tin, vout, aout, stage;
   h3_dit_scratch sc;

@@ -358,3 +358,35 @@ void h3_dit_weights_close(h3_dit_weights *w) {
   free(w->inv_freq);
   free(w);
 }
+
+/* ---- background upload ------------------------------------------------------------ */
+
+static h3_status prefetch_block(const h3_dit_block_weights *b, bool adaln, h3_backend *be) {
+  if (adaln) {
+    H3_TRY(h3_backend_prefetch(be, &b->ada_w));
+    H3_TRY(h3_backend_prefetch(be, &b->ada_b));
+  }
+  const h3_tensor *t[] = {&b->norm1, &b->qkv[0], &b->qkv[1], &b->qkv[2], &b->q_norm,
+                          &b->k_norm, &b->out_proj, &b->norm2, &b->fc1, &b->fc2};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    if ((t[i] == &b->qkv[1] || t[i] == &b->qkv[2]) && b->n_qkv < 3) continue;
+    H3_TRY(h3_backend_prefetch(be, t[i]));
+  }
+  return H3_OK;
+}
+
+h3_status h3_dit_weights_prefetch(const h3_dit_weights *w, h3_backend *be) {
+  if (!be->ops->prefetch) return H3_OK;
+  const h3_dit_config *c = &w->cfg;
+  const h3_tensor *head[] = {&w->video_in_w, &w->video_in_b, &w->audio_in_w, &w->audio_in_b, &w->cond_w,
+                             &w->cond_b,     &w->time1_w,    &w->time1_b,    &w->time2_w,    &w->time2_b};
+  for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
+    if (head[i]->data) H3_TRY(h3_backend_prefetch(be, head[i]));
+  for (int64_t j = 0; j < c->num_refiner_layers; j++) H3_TRY(prefetch_block(&w->refiner[j], false, be));
+  H3_TRY(h3_backend_prefetch(be, &w->refiner_norm));
+  for (int64_t i = 0; i < c->num_layers; i++) H3_TRY(prefetch_block(&w->blocks[i], true, be));
+  const h3_tensor *tail[] = {&w->final_ada_w, &w->final_ada_b, &w->final_norm, &w->video_out_w,
+                             &w->video_out_b, &w->audio_out_w, &w->audio_out_b};
+  for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++) H3_TRY(h3_backend_prefetch(be, tail[i]));
+  return H3_OK;
+}

@@ -77,4 +77,9 @@ h3_status h3_dit_config_detect(const h3_st_set *set, h3_dit_config *out);
 /* Guess the naming convention from the tensor names (and whether a config was present). */
 h3_status h3_dit_convention_detect(const h3_st_set *set, int has_original_config, h3_dit_convention *out);
 
+/* Queue the background upload of every weight onto `be` (where the backend
+ * has one: CUDA), in the order a forward reads them, so that the first forward
+ * computes while the later blocks' weights are still being copied. */
+h3_status h3_dit_weights_prefetch(const h3_dit_weights *w, h3_backend *be);
+
 #endif

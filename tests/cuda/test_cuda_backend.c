@@ -1,6 +1,7 @@
 /* The CUDA backend core (src/backend/cuda: linear, rmsnorm, rmsnorm_modulate,
  * gated_residual, add, qk_norm_rope, swiglu, silu, scatter_rows,
- * gather_rows, round_bf16, zero; memory, host-weight cache, index flag)
+ * gather_rows, round_bf16, zero; memory, host-weight cache, background
+ * weight uploads (prefetch), index flag)
  * against the CPU backend, on random data with awkward sizes.
  *
  * Modes (activation storage on the GPU / bf16 emulation / tolerance):
@@ -677,6 +678,48 @@ static void t_vec_paths(h3_backend *gpu, const mode *m) {
   }
 }
 
+/* Background weight uploads (the prefetch op): a prefetched weight gives the same
+ * result as one uploaded on first use, also when it spans several staging chunks,
+ * when it is prefetched twice, and when the cache is cleared before its first use. */
+static void t_prefetch(h3_backend *gpu) {
+  const mode *m = &MODES[2]; /* bf16 */
+  set_mode(gpu, m);
+  uint64_t j0, b0, j1, b1;
+  h3_cuda_prefetch_counts(gpu, &j0, &b0);
+  static const int64_t shapes[][3] = {{37, 257, 190}, {3, 5000, 8200}}; /* the second: 82 MB, 3 staging chunks */
+  for (int k = 0; k < 2; k++) {
+    const int64_t M = shapes[k][0], K = shapes[k][1], N = shapes[k][2];
+    hweight w = hweight_make(H3_DT_BF16, N, K, 0, 0, 0, 0, 1.0f / sqrtf((float)K));
+    hweight b = hvec_make(H3_DT_F32, N, 0.5f, 0.0f);
+    OP(h3_backend_prefetch(gpu, &w.t));
+    OP(h3_backend_prefetch(gpu, &w.t)); /* queued already: no second job */
+    OP(h3_backend_prefetch(gpu, &b.t));
+    buf x = buf_make(gpu, M, K, m->adt, 1.0f, 0.0f);
+    buf y = buf_make(gpu, M, N, H3_DT_BF16, 1.0f, 0.0f);
+    h3_tensor hx = hv(&x, 0, K), dx = dv(&x, 0, K), hy = hv(&y, 0, N), dy = dv(&y, 0, N);
+    OP(g_cpu->ops->linear(g_cpu, &hx, &w.t, &b.t, &hy));
+    OP(gpu->ops->linear(gpu, &dx, &w.t, &b.t, &dy));
+    char name[96];
+    snprintf(name, sizeof name, "prefetch: linear %lldx%lldx%lld, weights uploaded in the background", (long long)M,
+             (long long)K, (long long)N);
+    buf_check(name, &y, 0, N, m->tol);
+    if (k == 0) { /* prefetched, then dropped before use: the first use uploads it again */
+      hweight w2 = hweight_make(H3_DT_BF16, N, K, 0, 0, 0, 0, 1.0f / sqrtf((float)K));
+      OP(h3_backend_prefetch(gpu, &w2.t));
+      gpu->ops->release_weights(gpu);
+      OP(g_cpu->ops->linear(g_cpu, &hx, &w2.t, NULL, &hy));
+      OP(gpu->ops->linear(gpu, &dx, &w2.t, NULL, &dy));
+      buf_check("prefetch: weight dropped before its first use, uploaded on use", &y, 0, N, m->tol);
+    }
+    buf_free(&x);
+    buf_free(&y);
+  }
+  h3_cuda_prefetch_counts(gpu, &j1, &b1);
+  printf("  prefetch: %llu background uploads, %llu bytes\n", (unsigned long long)(j1 - j0),
+         (unsigned long long)(b1 - b0));
+  expect(j1 - j0 >= 4 && b1 - b0 >= (uint64_t)5000 * 8200 * 2, "prefetch ran background uploads (one per weight)");
+}
+
 static void t_misc(h3_backend *gpu) {
   set_mode(gpu, &MODES[0]);
   /* transfers larger than the staging buffers, at odd sizes */
@@ -809,6 +852,7 @@ int main(void) {
     if (m->adt == H3_DT_BF16) t_vec_paths(gpu, m);
   }
   t_misc(gpu);
+  t_prefetch(gpu);
   printf("weight cache: %zu bytes on the first backend, %zu on the second\n", h3_cuda_weight_cache_bytes(gpu),
          h3_cuda_weight_cache_bytes(gpu2));
   uint64_t lt1, ex1, lt2, ex2;

@@ -9,17 +9,25 @@
 #   here:   bash tools/device/make_bundle.sh && bash tools/device/prep_real_shape.sh
 #   device: run(command="bash tools/device/real_shape_run.sh", carry=[".devbundle", ".devsnap"], timeout_s=600)
 # Environment: STEPS (grid points, default 3 = 2 DiT forwards), SIZE (960x544), FRAMES (124), AUDIO=0 to skip it,
-# GPUS=N for h3 generate --gpus N (DiT sequence-parallel, video-VAE windows spread).
+# GPUS=N for h3 generate --gpus N (DiT sequence-parallel, video-VAE windows spread), SYNTH=0 to read
+# the (sparse: all-zero) files instead of generating weights, which times the real upload path.
 set -uo pipefail
 final=${OUT:-/tmp/h3out}; mkdir -p "$final"
-root=/tmp/h3dev; rm -rf "$root"; mkdir -p "$root"
-tar -xJf .devbundle/bundle.tar.xz -C "$root"
+root=/tmp/h3dev
+if [ "${REUSE_SNAP:-0}" != 1 ] || [ ! -x "$root/bin/h3" ]; then
+  rm -rf "$root"; mkdir -p "$root"; tar -xJf .devbundle/bundle.tar.xz -C "$root"
+fi
 export LD_LIBRARY_PATH="$root/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
 bin=$root/bin
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$final/gpu.txt"
-snap=/tmp/h3snap; rm -rf "$snap"
-python3 tools/device/make_sparse_snapshot.py .devsnap/meta "$snap" 2>&1 | tee "$final/snapshot.log" || exit 1
+snap=/tmp/h3snap
+if [ "${REUSE_SNAP:-0}" = 1 ] && [ -d "$snap" ]; then  # REUSE_SNAP=1: keep the files (and their page cache)
+  echo "reusing $snap" | tee "$final/snapshot.log"
+else
+  rm -rf "$snap"
+  python3 tools/device/make_sparse_snapshot.py .devsnap/meta "$snap" 2>&1 | tee "$final/snapshot.log" || exit 1
+fi
 du -sh "$snap" | tee -a "$final/snapshot.log"; du -sh --apparent-size "$snap" | tee -a "$final/snapshot.log"
 "$bin/h3" info "$snap" >"$final/info.txt" 2>&1
 audio=(); [ "${AUDIO:-1}" = 0 ] && audio=(--no-audio)
@@ -28,7 +36,7 @@ export NCCL_NVLS_ENABLE=0
 nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
 [ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$nccl_dir:$LD_LIBRARY_PATH"
 t0=$(date +%s)
-H3_SYNTHETIC_WEIGHTS=1 "$bin/h3" generate --device cuda --profile --plain --model "$snap" \
+H3_SYNTHETIC_WEIGHTS=${SYNTH:-1} "$bin/h3" generate --device cuda --profile --plain --model "$snap" \
   -p "a red fox trotting through fresh snow at dawn, the camera following low to the ground" \
   --size "${SIZE:-960x544}" --frames "${FRAMES:-124}" --steps "${STEPS:-3}" --seed 1 "${audio[@]}" "${gpus[@]}" \
   -o /tmp/real_shape_clip.safetensors 2>&1 | tee "$final/real_shape.log"

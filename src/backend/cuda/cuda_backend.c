@@ -11,6 +11,7 @@
 
 #include "backend/cuda/cuda_attention.h"
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_uploader.h"
 #include "backend/cuda/cuda_vae_ops.h"
 #include "core/log.h"
 
@@ -284,21 +285,24 @@ static bool entry_matches(const h3_cuda_wentry *e, uintptr_t p, size_t bytes) {
   return true;
 }
 
+/* Free an entry's device copies (cudaFree waits for queued work) and drop its
+ * background upload, if any. */
+static void entry_free(h3_cuda_impl *c, h3_cuda_wentry *e) {
+  if (e->job) h3_cuda_upjob_drop(c->uploader, e->job);
+  e->job = NULL;
+  if (e->dev) h3_cuda_dev_free(e->dev);
+  if (e->wide) h3_cuda_dev_free(e->wide);
+  if (e->narrow) h3_cuda_dev_free(e->narrow);
+  e->dev = e->wide = e->narrow = NULL;
+}
+
 static void evict_entry(h3_cuda_impl *c, size_t i) {
   h3_cuda_wentry *e = &c->w[i];
   c->weight_epoch++;
-  if (e->dev) {
-    h3_cuda_dev_free(e->dev); /* waits for queued work */
-    c->wbytes -= e->bytes;
-  }
-  if (e->wide) {
-    h3_cuda_dev_free(e->wide);
-    c->wbytes -= e->bytes / h3_dtype_size(e->wide_dt) * sizeof(float);
-  }
-  if (e->narrow) {
-    h3_cuda_dev_free(e->narrow);
-    c->wbytes -= e->bytes / 2;
-  }
+  if (e->dev) c->wbytes -= e->bytes;
+  if (e->wide) c->wbytes -= e->bytes / h3_dtype_size(e->wide_dt) * sizeof(float);
+  if (e->narrow) c->wbytes -= e->bytes / 2;
+  entry_free(c, e);
   memmove(c->w + i, c->w + i + 1, (c->nw - i - 1) * sizeof *c->w);
   c->nw--;
 }
@@ -332,6 +336,14 @@ static h3_status get_entry(h3_cuda_impl *c, uintptr_t p, size_t bytes, bool want
     i = (long)pos;
   }
   h3_cuda_wentry *e = &c->w[i];
+  if (e->job) { /* queued by a prefetch: the op stream waits for the copy */
+    h3_cuda_upjob *job = e->job;
+    e->job = NULL;
+    void *d = NULL;
+    H3_TRY(h3_cuda_upjob_join(c->uploader, job, c->stream, &d));
+    e->dev = d;
+    if (d) c->wbytes += e->bytes;
+  }
   if (want_raw && !e->dev) H3_TRY(upload_span(c, e->host, e->bytes, sd, op, name, &e->dev));
   *out = e;
   return H3_OK;
@@ -357,6 +369,46 @@ h3_status h3_cuda_weight(h3_backend *be, const h3_tensor *t, const char *op, con
   H3_TRY(get_entry(c, p, bytes, true, &sd, op, name, &e));
   *dev = (const char *)e->dev + (p - e->host);
   return H3_OK;
+}
+
+h3_status h3_cuda_prefetch(h3_backend *be, const h3_tensor *t) {
+  static const char *op = "prefetch";
+  if (!t) return h3_fail(H3_ERR_INVALID, "%s: tensor is NULL", op);
+  H3_TRY(h3_cuda_enter(be, op));
+  h3_cuda_impl *c = h3_cuda_impl_of(be);
+  size_t n, es = h3_dtype_size(t->dtype);
+  if (c->prefetch_off || !es || !t->data) return H3_OK; /* advisory: the first use uploads it */
+  H3_TRY(span_elems(t, op, "weight", &n));
+  const uintptr_t p = (uintptr_t)t->data;
+  size_t pos;
+  if (n == 0 || find_entry(c, p, &pos) >= 0 || h3_cuda_is_device_ptr(t->data)) return H3_OK;
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(c->stream, &cs) != cudaSuccess) (void)cudaGetLastError();
+  if (cs != cudaStreamCaptureStatusNone) return H3_OK;
+  if (!c->uploader && h3_cuda_uploader_create(c, c->device, &c->uploader) != H3_OK) {
+    H3_LOGW("%s: background weight uploads are off (%s); weights upload on first use", op, h3_last_error());
+    c->prefetch_off = true;
+    return H3_OK;
+  }
+  const size_t bytes = n * es;
+  h3_cuda_wentry e = {.host = p, .bytes = bytes};
+  e.nfp = bytes < sizeof e.head ? bytes : sizeof e.head;
+  memcpy(e.head, (const void *)p, e.nfp);
+  memcpy(e.tail, (const void *)(p + bytes - e.nfp), e.nfp);
+  span_desc sd = desc_of(t);
+  h3_cuda_upsrc src = {.src = (const void *)p, .bytes = bytes, .synth = c->synthetic, .dt = sd.dt,
+                       .ndim = sd.ndim, .last_dim = sd.last_dim};
+  if (c->synthetic) src.seed = 0x5EEDull + 0x9E3779B97F4A7C15ull * ++c->synth_serial;
+  H3_TRY(h3_cuda_uploader_queue(c->uploader, &src, &e.job));
+  h3_status s = insert_entry(c, pos, &e);
+  if (s != H3_OK) h3_cuda_upjob_drop(c->uploader, e.job);
+  return s;
+}
+
+void h3_cuda_prefetch_counts(h3_backend *be, uint64_t *jobs, uint64_t *bytes) {
+  h3_cuda_impl *c = h3_cuda_impl_of(be);
+  *jobs = *bytes = 0;
+  if (c->uploader) h3_cuda_uploader_counts(c->uploader, jobs, bytes);
 }
 
 h3_status h3_cuda_weight_bf16(h3_backend *be, const h3_tensor *t, const char *op, const char *name, const void **dev) {
@@ -487,11 +539,7 @@ void h3_cuda_weight_cache_clear(h3_backend *be) {
   h3_cuda_impl *c = h3_cuda_impl_of(be);
   if (h3_cuda_enter(be, "weight cache") != H3_OK) return;
   (void)cudaStreamSynchronize(c->stream);
-  for (size_t i = 0; i < c->nw; i++) {
-    if (c->w[i].dev) h3_cuda_dev_free(c->w[i].dev);
-    if (c->w[i].wide) h3_cuda_dev_free(c->w[i].wide);
-    if (c->w[i].narrow) h3_cuda_dev_free(c->w[i].narrow);
-  }
+  for (size_t i = 0; i < c->nw; i++) entry_free(c, &c->w[i]);
   (void)cudaGetLastError();
   c->nw = 0;
   c->wbytes = 0;
@@ -504,11 +552,8 @@ static void impl_release(h3_cuda_impl *c) {
   if (!c) return;
   if (cudaSetDevice(c->device) != cudaSuccess) (void)cudaGetLastError();
   if (c->stream) (void)cudaStreamSynchronize(c->stream);
-  for (size_t i = 0; i < c->nw; i++) {
-    if (c->w[i].dev) h3_cuda_dev_free(c->w[i].dev);
-    if (c->w[i].wide) h3_cuda_dev_free(c->w[i].wide);
-    if (c->w[i].narrow) h3_cuda_dev_free(c->w[i].narrow);
-  }
+  for (size_t i = 0; i < c->nw; i++) entry_free(c, &c->w[i]);
+  h3_cuda_uploader_destroy(c->uploader);
   free(c->w);
   for (int i = 0; i < H3_CUDA_SCRATCH_SLOTS; i++)
     if (c->scratch[i].p) h3_cuda_dev_free(c->scratch[i].p);
@@ -630,6 +675,7 @@ static const h3_backend_ops cuda_ops = {
     .timer_stop = cuda_timer_stop,
     .mem_stats = cuda_mem_stats,
     .release_weights = h3_cuda_weight_cache_clear,
+    .prefetch = h3_cuda_prefetch,
     .graph_begin = h3_cuda_graph_begin,
     .graph_end = h3_cuda_graph_end,
     .graph_launch = h3_cuda_graph_launch,
@@ -726,6 +772,8 @@ h3_status h3_backend_cuda_create(int device, h3_backend **out) {
               "generates every host weight on the GPU instead of reading the checkpoint)");
     }
   }
+  const char *pf = getenv("H3_PREFETCH");
+  c->prefetch_off = pf && strcmp(pf, "0") == 0;
   const char *gm = getenv("H3_CUDA_GEMM");
   c->gemm_mode = gm && strcmp(gm, "gemmex") == 0 ? 1 : 0;
   const char *cr = getenv("H3_CUDA_LINEAR_CHUNK_ROWS");

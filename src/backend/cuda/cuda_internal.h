@@ -18,8 +18,14 @@
  *    (call it when weights are unmapped while the backend lives on: a cheap
  *    fingerprint of each span's first/last 16 bytes catches most remaps, not all).
  *
+ *  - h3_cuda_prefetch() (the backend's prefetch op) queues a weight's upload on
+ *    the background uploader (cuda_uploader.h: own thread, stream and pinned
+ *    staging); its cache entry holds the job until the first use, which makes
+ *    the op stream wait for the copy's event on the device, not on the host.
+ *
  * Streams: every op is enqueued on the backend's one stream
- * (h3_cuda_stream); upload/download/sync synchronize it.
+ * (h3_cuda_stream); upload/download/sync synchronize it.  Background weight
+ * uploads run on the uploader's stream, ordered before their first use by events.
  *
  * Scratch: H3_CUDA_SCRATCH_SLOTS grow-only device buffers.  Contents live for
  * one op (stream order makes reuse by the next op safe).
@@ -81,6 +87,9 @@ typedef struct h3_cuda_wentry {
    * unmapped and mapped again with other data is uploaded anew */
   unsigned char head[16], tail[16];
   size_t nfp;
+  /* a background upload (h3_cuda_prefetch) not yet waited for: dev is NULL
+   * until the first use joins it (cuda_uploader.h) */
+  struct h3_cuda_upjob *job;
 } h3_cuda_wentry;
 
 typedef struct h3_cuda_impl {
@@ -107,6 +116,8 @@ typedef struct h3_cuda_impl {
   void *lt_cache;    /* cuBLASLt descriptors + algorithms by problem (cuda_linear.c) */
   bool synthetic;    /* H3_SYNTHETIC_WEIGHTS=1: host weights are replaced by generated values */
   uint64_t synth_serial;
+  struct h3_cuda_uploader *uploader; /* background weight uploads (made on the first prefetch) */
+  bool prefetch_off;  /* H3_PREFETCH=0, or the uploader could not start */
 } h3_cuda_impl;
 
 static inline h3_cuda_impl *h3_cuda_impl_of(h3_backend *be) { return (h3_cuda_impl *)be->impl; }
@@ -159,6 +170,11 @@ const void *h3_cuda_weight_ptr(h3_backend *be, const h3_tensor *w, h3_dtype want
  * its device copy and cached with it (be->narrow_weights). */
 h3_status h3_cuda_weight_bf16(h3_backend *be, const h3_tensor *t, const char *op, const char *name, const void **dev);
 void h3_cuda_weight_cache_clear(h3_backend *be);
+/* The backend's prefetch op: queue the background upload of host weight t
+ * (nothing when it is cached already, device memory, or while recording a graph). */
+h3_status h3_cuda_prefetch(h3_backend *be, const h3_tensor *t);
+/* Background uploads done so far (jobs, bytes); 0 when none was made. */
+void h3_cuda_prefetch_counts(h3_backend *be, uint64_t *jobs, uint64_t *bytes);
 /* cuda_graph.c: the backend's graph ops */
 h3_status h3_cuda_graph_begin(h3_backend *be);
 h3_status h3_cuda_graph_end(h3_backend *be, void **graph);
