@@ -172,20 +172,57 @@ static h3_status check_xy(const h3_tensor *x, const h3_tensor *y, const char *op
   return H3_OK;
 }
 
+/* The BF16 vector kernel for rows of a.D elements (NV slots of NORM_THREADS x 8
+ * per thread, the row in registers); false when no instance is that wide. */
+template <bool GATED> static bool launch_vec(const norm_args &a, unsigned blocks, cudaStream_t st) {
+  const int64_t per = (int64_t)NORM_THREADS * 8;
+  if (a.D <= per) k_rmsnorm_bf16<1, GATED><<<blocks, NORM_THREADS, 0, st>>>(a);
+  else if (a.D <= 2 * per) k_rmsnorm_bf16<2, GATED><<<blocks, NORM_THREADS, 0, st>>>(a);
+  else if (a.D <= 3 * per) k_rmsnorm_bf16<3, GATED><<<blocks, NORM_THREADS, 0, st>>>(a);
+  else if (a.D <= 4 * per) k_rmsnorm_bf16<4, GATED><<<blocks, NORM_THREADS, 0, st>>>(a);
+  else if constexpr (GATED) return false; /* the gated prologue keeps x and y: at most 4 slots */
+  else if (a.D <= 8 * per) k_rmsnorm_bf16<8, false><<<blocks, NORM_THREADS, 0, st>>>(a);
+  else return false;
+  return true;
+}
+
+static unsigned norm_blocks(int64_t M) { return (unsigned)(M < 65535 * 32 ? M : 65535 * 32); }
+
 static h3_status launch_norm(h3_backend *be, const char *op, const norm_args *a) {
   if (a->M == 0 || a->D == 0) return H3_OK;
-  int64_t blocks = a->M < 65535 * 32 ? a->M : 65535 * 32;
+  const unsigned blocks = norm_blocks(a->M);
   cudaStream_t st = h3_cuda_stream(be);
   const bool vec = h3k_vec8(a->x, a->xdt, a->ldx, 0) && h3k_vec8(a->y, a->ydt, a->ldy, 0) && a->D % 8 == 0 &&
                    (!a->table || (h3k_vec8(a->table, a->tdt, a->ldt, a->shift_col) && a->scale_col % 8 == 0));
-  const int64_t per = (int64_t)NORM_THREADS * 8; /* elements per vector slot of the block */
-  if (vec && a->D <= per) k_rmsnorm_bf16<1><<<(unsigned)blocks, NORM_THREADS, 0, st>>>(*a);
-  else if (vec && a->D <= 2 * per) k_rmsnorm_bf16<2><<<(unsigned)blocks, NORM_THREADS, 0, st>>>(*a);
-  else if (vec && a->D <= 3 * per) k_rmsnorm_bf16<3><<<(unsigned)blocks, NORM_THREADS, 0, st>>>(*a);
-  else if (vec && a->D <= 4 * per) k_rmsnorm_bf16<4><<<(unsigned)blocks, NORM_THREADS, 0, st>>>(*a);
-  else if (vec && a->D <= 8 * per) k_rmsnorm_bf16<8><<<(unsigned)blocks, NORM_THREADS, 0, st>>>(*a);
-  else k_rmsnorm<<<(unsigned)blocks, NORM_THREADS, 0, st>>>(*a);
-  return vec && a->D <= 8 * per ? h3_cuda_launched_vec(op, "k_rmsnorm_bf16") : h3_cuda_launched(op, "k_rmsnorm");
+  if (vec && launch_vec<false>(*a, blocks, st)) return h3_cuda_launched_vec(op, "k_rmsnorm_bf16");
+  k_rmsnorm<<<blocks, NORM_THREADS, 0, st>>>(*a);
+  return h3_cuda_launched(op, "k_rmsnorm");
+}
+
+/* The fields every norm fills: x, y (checked by check_xy), sizes, eps, rounding, the weight. */
+static h3_status fill_norm(h3_backend *be, const char *op, const h3_tensor *x, const h3_tensor *w, float eps,
+                           h3_tensor *y, norm_args *a) {
+  a->x = x->data, a->xdt = x->dtype, a->ldx = h3_cuda_ld(x);
+  a->y = y->data, a->ydt = y->dtype, a->ldy = h3_cuda_ld(y);
+  a->M = x->shape[0], a->D = x->shape[1], a->eps = eps;
+  a->rnd = be->emulate_bf16 || y->dtype == H3_DT_BF16;
+  if (w) {
+    H3_TRY(h3_cuda_check_vec(w, a->D, op, "weight"));
+    H3_TRY(h3_cuda_weight(be, w, op, "weight", &a->w));
+    a->wdt = w->dtype;
+  }
+  return H3_OK;
+}
+
+/* ... and the modulation: table (checked) rows idx[r], columns shift_col / scale_col. */
+static h3_status fill_table(h3_backend *be, const char *op, const h3_tensor *table, const h3_tensor *idx,
+                            int64_t shift_col, int64_t scale_col, norm_args *a) {
+  a->table = table->data, a->tdt = table->dtype, a->ldt = h3_cuda_ld(table), a->trows = table->shape[0];
+  a->shift_col = shift_col, a->scale_col = scale_col;
+  a->idx = static_cast<const int32_t *>(idx->data);
+  a->flag = h3_cuda_flag(be);
+  if (a->M > 0 && a->D > 0 && a->trows == 0) return h3_fail(H3_ERR_INVALID, "%s: the table has no rows", op);
+  return H3_OK;
 }
 
 extern "C" h3_status h3_cuda_rmsnorm(h3_backend *be, const h3_tensor *x, const h3_tensor *w, float eps, h3_tensor *y) {
@@ -193,15 +230,7 @@ extern "C" h3_status h3_cuda_rmsnorm(h3_backend *be, const h3_tensor *x, const h
   H3_TRY(h3_cuda_enter(be, op));
   H3_TRY(check_xy(x, y, op));
   norm_args a = {};
-  a.x = x->data, a.xdt = x->dtype, a.ldx = h3_cuda_ld(x);
-  a.y = y->data, a.ydt = y->dtype, a.ldy = h3_cuda_ld(y);
-  a.M = x->shape[0], a.D = x->shape[1], a.eps = eps;
-  a.rnd = be->emulate_bf16 || y->dtype == H3_DT_BF16;
-  if (w) {
-    H3_TRY(h3_cuda_check_vec(w, a.D, op, "weight"));
-    H3_TRY(h3_cuda_weight(be, w, op, "weight", &a.w));
-    a.wdt = w->dtype;
-  }
+  H3_TRY(fill_norm(be, op, x, w, eps, y, &a));
   return launch_norm(be, op, &a);
 }
 
@@ -219,21 +248,8 @@ extern "C" h3_status h3_cuda_rmsnorm_modulate(h3_backend *be, const h3_tensor *x
   H3_TRY(h3_cuda_check_idx(idx, M, op));
   if (M > 0 && D > 0 && h3_cuda_overlap(table, y)) return h3_fail(H3_ERR_INVALID, "%s: y overlaps the table", op);
   norm_args a = {};
-  a.x = x->data, a.xdt = x->dtype, a.ldx = h3_cuda_ld(x);
-  a.y = y->data, a.ydt = y->dtype, a.ldy = h3_cuda_ld(y);
-  a.M = M, a.D = D, a.eps = eps;
-  a.rnd = be->emulate_bf16 || y->dtype == H3_DT_BF16;
-  if (w) {
-    H3_TRY(h3_cuda_check_vec(w, D, op, "weight"));
-    H3_TRY(h3_cuda_weight(be, w, op, "weight", &a.w));
-    a.wdt = w->dtype;
-  }
-  a.table = table->data, a.tdt = table->dtype, a.ldt = h3_cuda_ld(table), a.trows = table->shape[0];
-  a.shift_col = shift_col, a.scale_col = scale_col;
-  a.idx = static_cast<const int32_t *>(idx->data);
-  a.flag = h3_cuda_flag(be);
-  if (M > 0 && D > 0 && a.trows == 0)
-    return h3_fail(H3_ERR_INVALID, "%s: the table has no rows", op);
+  H3_TRY(fill_norm(be, op, x, w, eps, y, &a));
+  H3_TRY(fill_table(be, op, table, idx, shift_col, scale_col, &a));
   return launch_norm(be, op, &a);
 }
 
@@ -270,29 +286,16 @@ extern "C" h3_status h3_cuda_gated_residual_norm(h3_backend *be, h3_tensor *x, c
   H3_TRY(h3_cuda_check_idx(gidx, M, op));
   H3_TRY(h3_cuda_check_idx(nidx, M, op));
   if (M == 0 || D == 0) return H3_OK;
-  if (gtable->shape[0] == 0 || ntable->shape[0] == 0) return h3_fail(H3_ERR_INVALID, "%s: a table has no rows", op);
+  if (gtable->shape[0] == 0) return h3_fail(H3_ERR_INVALID, "%s: the gate table has no rows", op);
   norm_args a = {};
-  a.x = x->data, a.xdt = x->dtype, a.ldx = h3_cuda_ld(x);
-  a.y = h->data, a.ydt = h->dtype, a.ldy = h3_cuda_ld(h);
-  a.M = M, a.D = D, a.eps = eps, a.rnd = true;
-  if (w) {
-    H3_TRY(h3_cuda_check_vec(w, D, op, "weight"));
-    H3_TRY(h3_cuda_weight(be, w, op, "weight", &a.w));
-    a.wdt = w->dtype;
-  }
-  a.table = ntable->data, a.tdt = ntable->dtype, a.ldt = h3_cuda_ld(ntable), a.trows = ntable->shape[0];
-  a.shift_col = shift_col, a.scale_col = scale_col;
-  a.idx = static_cast<const int32_t *>(nidx->data);
-  a.flag = h3_cuda_flag(be);
+  H3_TRY(fill_norm(be, op, x, w, eps, h, &a));
+  a.rnd = true; /* BF16 storage */
+  H3_TRY(fill_table(be, op, ntable, nidx, shift_col, scale_col, &a));
   a.gy = y->data, a.ldgy = h3_cuda_ld(y);
   a.gtab = gtable->data, a.ldgt = h3_cuda_ld(gtable), a.gtrows = gtable->shape[0], a.gate_col = gate_col;
   a.gidx = static_cast<const int32_t *>(gidx->data);
-  const unsigned blocks = (unsigned)(M < 65535 * 32 ? M : 65535 * 32);
-  cudaStream_t st = h3_cuda_stream(be);
-  if (D <= per) k_rmsnorm_bf16<1, true><<<blocks, NORM_THREADS, 0, st>>>(a);
-  else if (D <= 2 * per) k_rmsnorm_bf16<2, true><<<blocks, NORM_THREADS, 0, st>>>(a);
-  else if (D <= 3 * per) k_rmsnorm_bf16<3, true><<<blocks, NORM_THREADS, 0, st>>>(a);
-  else k_rmsnorm_bf16<4, true><<<blocks, NORM_THREADS, 0, st>>>(a);
+  if (!launch_vec<true>(a, norm_blocks(M), h3_cuda_stream(be)))
+    return h3_fail(H3_ERR_INTERNAL, "%s: no vector kernel for rows of %lld", op, (long long)D);
   return h3_cuda_launched_vec(op, "k_rmsnorm_bf16<gated>");
 }
 
