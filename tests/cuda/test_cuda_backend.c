@@ -368,9 +368,12 @@ static void t_residual(h3_backend *gpu, const mode *m) {
 
 /* ---- qk_norm_rope ---------------------------------------------------------------- */
 
+static void expect_vec(uint64_t before, const char *what);
+
+/* One qk_norm_rope case on a [S, cols + pad] buffer; vec: the BF16 vector kernel must have run. */
 static void t_rope_case(h3_backend *gpu, const mode *m, const char *what, int64_t S, h3_qkv_layout lay, int64_t cols,
-                        int64_t rot, h3_dtype wdt) {
-  int64_t D = lay.head_dim, pad = 3;
+                        int64_t rot, h3_dtype wdt, int64_t pad, bool vec) {
+  int64_t D = lay.head_dim;
   buf q = buf_make(gpu, S, cols + pad, m->adt, 2.0f, 0.1f);
   buf cs = buf_make(gpu, S, rot ? rot + 2 : 1, H3_DT_F32, 1.0f, 0.0f);
   buf sn = buf_make(gpu, S, rot ? rot + 2 : 1, H3_DT_F32, 1.0f, 0.0f);
@@ -379,12 +382,14 @@ static void t_rope_case(h3_backend *gpu, const mode *m, const char *what, int64_
   const h3_tensor *qwt = wdt != H3_DT_INVALID ? &qw.t : NULL, *kwt = wdt != H3_DT_INVALID ? &kw.t : NULL;
   h3_tensor hq = hv(&q, 0, cols), dq = dv(&q, 0, cols);
   h3_tensor hc = hv(&cs, 1, rot), dc = dv(&cs, 1, rot), hs = hv(&sn, 1, rot), ds = dv(&sn, 1, rot);
+  uint64_t n0 = h3_cuda_vec_launches();
   OP(g_cpu->ops->qk_norm_rope(g_cpu, &hq, &lay, qwt, kwt, 1e-6f, rot ? &hc : NULL, rot ? &hs : NULL));
   OP(gpu->ops->qk_norm_rope(gpu, &dq, &lay, qwt, kwt, 1e-6f, rot ? &dc : NULL, rot ? &ds : NULL));
   char name[160];
   snprintf(name, sizeof name, "qk_norm_rope %s %s H%d/KV%d D%d rot%lld w=%s", m->name, what, lay.heads,
            lay.kv_heads ? lay.kv_heads : lay.heads, lay.head_dim, (long long)rot, dtn(wdt));
   buf_check(name, &q, 0, cols, m->tol);
+  if (vec) expect_vec(n0, name);
   buf_free(&q);
   buf_free(&cs);
   buf_free(&sn);
@@ -394,28 +399,28 @@ static void t_rope(h3_backend *gpu, const mode *m) {
   { /* contiguous [q_all; k_all; v_all], rot < head_dim */
     int H = 4, D = 24;
     h3_qkv_layout l = {.heads = H, .head_dim = D, .q_off = 0, .k_off = H * D, .v_off = 2 * H * D, .head_stride = D};
-    t_rope_case(gpu, m, "contiguous", 37, l, 3 * H * D, 16, H3_DT_F32);
+    t_rope_case(gpu, m, "contiguous", 37, l, 3 * H * D, 16, H3_DT_F32, 3, false);
   }
   { /* release per-head interleave, full rotation */
     int H = 3, D = 32;
     h3_qkv_layout l = {.heads = H, .head_dim = D, .q_off = 0, .k_off = D, .v_off = 2 * D, .head_stride = 3 * D};
-    t_rope_case(gpu, m, "interleaved", 29, l, 3 * H * D, 32, H3_DT_BF16);
+    t_rope_case(gpu, m, "interleaved", 29, l, 3 * H * D, 32, H3_DT_BF16, 3, false);
   }
   { /* GQA, contiguous: 6 query heads on 2 k/v heads */
     int H = 6, KV = 2, D = 20;
     h3_qkv_layout l = {.heads = H, .head_dim = D, .q_off = 0, .k_off = H * D, .v_off = (H + KV) * D,
                        .head_stride = D, .kv_heads = KV};
-    t_rope_case(gpu, m, "gqa", 23, l, (H + 2 * KV) * D, 12, H3_DT_F16);
+    t_rope_case(gpu, m, "gqa", 23, l, (H + 2 * KV) * D, 12, H3_DT_F16, 3, false);
   }
   { /* interleaved, no RoPE, no norm weights (the video VAE's call) */
     int H = 2, D = 130;
     h3_qkv_layout l = {.heads = H, .head_dim = D, .q_off = 0, .k_off = D, .v_off = 2 * D, .head_stride = 3 * D};
-    t_rope_case(gpu, m, "interleaved", 19, l, 3 * H * D, 0, H3_DT_INVALID);
+    t_rope_case(gpu, m, "interleaved", 19, l, 3 * H * D, 0, H3_DT_INVALID, 3, false);
   }
   { /* release-size head, 128 channels */
     int H = 2, D = 128;
     h3_qkv_layout l = {.heads = H, .head_dim = D, .q_off = 0, .k_off = H * D, .v_off = 2 * H * D, .head_stride = D};
-    t_rope_case(gpu, m, "contiguous", 65, l, 3 * H * D, 96, H3_DT_BF16);
+    t_rope_case(gpu, m, "contiguous", 65, l, 3 * H * D, 96, H3_DT_BF16, 3, false);
   }
 }
 
@@ -647,7 +652,7 @@ static void t_vec_paths(h3_backend *gpu, const mode *m) {
             {"gqa", 4, 2, 128, false, H3_DT_F32},
             {"no rope", 2, 0, 0, false, H3_DT_INVALID}};
   for (int c = 0; c < 3; c++) {
-    const int64_t D = 128, S = 45;
+    const int64_t D = 128;
     const int H = rc[c].H, KV = rc[c].KV ? rc[c].KV : rc[c].H;
     h3_qkv_layout l = {.heads = H, .head_dim = (int)D, .kv_heads = rc[c].KV};
     if (rc[c].interleave) {
@@ -655,26 +660,8 @@ static void t_vec_paths(h3_backend *gpu, const mode *m) {
     } else {
       l.q_off = 0, l.k_off = H * D, l.v_off = (H + KV) * D, l.head_stride = D;
     }
-    const int64_t cols = (H + 2 * KV) * D;
-    buf q = buf_make(gpu, S, cols + 8, m->adt, 2.0f, 0.1f);
-    buf cs = buf_make(gpu, S, rc[c].rot ? rc[c].rot + 2 : 1, H3_DT_F32, 1.0f, 0.0f);
-    buf sn = buf_make(gpu, S, rc[c].rot ? rc[c].rot + 2 : 1, H3_DT_F32, 1.0f, 0.0f);
-    hweight qw = rc[c].wdt != H3_DT_INVALID ? hvec_make(rc[c].wdt, D, 0.4f, 1.0f) : (hweight){0};
-    hweight kw = rc[c].wdt != H3_DT_INVALID ? hvec_make(rc[c].wdt, D, 0.4f, 1.0f) : (hweight){0};
-    const h3_tensor *qwt = rc[c].wdt != H3_DT_INVALID ? &qw.t : NULL, *kwt = rc[c].wdt != H3_DT_INVALID ? &kw.t : NULL;
-    h3_tensor hq = hv(&q, 0, cols), dq = dv(&q, 0, cols);
-    const int64_t rot = rc[c].rot;
-    h3_tensor hc = hv(&cs, 1, rot), dc = dv(&cs, 1, rot), hs = hv(&sn, 1, rot), ds = dv(&sn, 1, rot);
-    uint64_t n0 = h3_cuda_vec_launches();
-    OP(g_cpu->ops->qk_norm_rope(g_cpu, &hq, &l, qwt, kwt, 1e-6f, rot ? &hc : NULL, rot ? &hs : NULL));
-    OP(gpu->ops->qk_norm_rope(gpu, &dq, &l, qwt, kwt, 1e-6f, rot ? &dc : NULL, rot ? &ds : NULL));
-    snprintf(name, sizeof name, "qk_norm_rope %s aligned %s H%d/KV%d D128 rot%lld", m->name, rc[c].what, H, KV,
-             (long long)rot);
-    buf_check(name, &q, 0, cols, m->tol);
-    expect_vec(n0, name);
-    buf_free(&q);
-    buf_free(&cs);
-    buf_free(&sn);
+    snprintf(name, sizeof name, "aligned %s", rc[c].what);
+    t_rope_case(gpu, m, name, 45, l, (H + 2 * KV) * D, rc[c].rot, rc[c].wdt, 8, true);
   }
 }
 
