@@ -235,7 +235,7 @@ size_t h3_dit_sp_arena_bytes(const h3_dit_config *c, int P, int64_t S, int64_t N
   b += F32B(h3_dit_stage_elems(c, nv, na, Nt, K));
   b += 2 * F32B(Sl * R) + 2 * F32B(Sl) + F32B(nv) + F32B(na) + 2 * F32B(nt) + F32B(Nv) + F32B(Na);
   b += 2 * F32B(nv * Pd) + 2 * F32B(na * A) + F32B(Nt * c->text_dim);
-  b += 2 * F32B(K * T) + F32B(K * c->freq_dim) + F32B(K * c->time_hidden) + F32B(K * 18 * H) + F32B(K * 2 * H);
+  b += 2 * F32B(K * T) + F32B(K * c->freq_dim) + F32B(K * c->time_hidden) + 2 * F32B(K * 18 * H) + F32B(K * 2 * H);
   b += 2 * F32B(P * Sl * hmax * 3 * D) + 2 * F32B(P * Sl * hmax * D);
   b += F32B(Sl * Pd) + F32B(P * Sl * Pd) + F32B(Nv * Pd) + F32B(Sl * A) + F32B(P * Sl * A) + F32B(Na * A);
   return b + 96 * H3_ARENA_ALIGN;
@@ -377,25 +377,48 @@ h3_status h3_dit_forward_sp(h3_dit *m, h3_comm *comm, const h3_dit_inputs *in, f
   }
 
   /* 3. time path and AdaLN tables (every rank) */
-  h3_tensor u, u_act, tab, ftab;
+  h3_tensor u, u_act, tabs[2], ftab;
   T_(h3_dit_time_path(m, in->timestep, K, &u, &u_act));
-  T_(h3_dit_take(m, act, K, 18 * H, &tab));
+  T_(h3_dit_take(m, act, K, 18 * H, &tabs[0]));
+  T_(h3_dit_take(m, act, K, 18 * H, &tabs[1]));
   T_(h3_dit_take(m, act, K, 2 * H, &ftab));
 
-  /* 4. the block stack on the shard, attention across ranks */
+  /* 4. the block stack on the shard, attention across ranks; as in dit.c, each
+   * residual runs with the norm after it (h3_backend_gated_residual_norm): the
+   * next block's table is made first, into the other buffer */
   {
     h3_tensor hS = rows_of(&sc.h, Sl), yS = rows_of(&sc.y, Sl);
-    for (int64_t i = 0; i < c->num_layers; i++) {
+    const int64_t L = c->num_layers;
+#define TAB6(i) h3_tensor_2d(tabs[(i) % 2].data, act, 3 * K, 6 * H)
+    if (L > 0) {
+      T_(h3_dit_adaln(m, &u, &u_act, &stage, &w->blocks[0].ada_w, &w->blocks[0].ada_b, &tabs[0]));
+      h3_tensor t0 = TAB6(0);
+      T_(OPS->rmsnorm_modulate(m->be, &x, &w->blocks[0].norm1, (float)c->norm_eps, &t0, &idx_ada, 0, H, &hS));
+    }
+    for (int64_t i = 0; i < L; i++) {
       const h3_dit_block_weights *bw = &w->blocks[i];
-      T_(h3_dit_adaln(m, &u, &u_act, &stage, &bw->ada_w, &bw->ada_b, &tab));
-      h3_tensor tab6 = h3_tensor_2d(tab.data, act, 3 * K, 6 * H);
-      T_(OPS->rmsnorm_modulate(m->be, &x, &bw->norm1, (float)c->norm_eps, &tab6, &idx_ada, 0, H, &hS));
+      h3_tensor tab6 = TAB6(i);
       sp_tick(m, &X, SPT_REST);
       T_(sp_attn_sublayer(m, &X, bw, &hS, &cosT, &sinT, &sc));
-      T_(OPS->gated_residual(m->be, &x, &yS, &tab6, &idx_ada, 2 * H));
-      T_(OPS->rmsnorm_modulate(m->be, &x, &bw->norm2, (float)c->norm_eps, &tab6, &idx_ada, 3 * H, 4 * H, &hS));
+      T_(h3_backend_gated_residual_norm(m->be, &x, &yS, &tab6, &idx_ada, 2 * H, &bw->norm2, (float)c->norm_eps, &tab6,
+                                        &idx_ada, 3 * H, 4 * H, &hS));
       T_(h3_dit_mlp_sublayer(m, bw, Sl, &hS, &sc));
-      T_(OPS->gated_residual(m->be, &x, &yS, &tab6, &idx_ada, 5 * H));
+      if (i + 1 < L) {
+        const h3_dit_block_weights *nb = &w->blocks[i + 1];
+        T_(h3_dit_adaln(m, &u, &u_act, &stage, &nb->ada_w, &nb->ada_b, &tabs[(i + 1) % 2]));
+        h3_tensor next6 = TAB6(i + 1);
+        T_(h3_backend_gated_residual_norm(m->be, &x, &yS, &tab6, &idx_ada, 5 * H, &nb->norm1, (float)c->norm_eps,
+                                          &next6, &idx_ada, 0, H, &hS));
+      } else { /* 5. the final norm (shift, scale per timestep) */
+        T_(h3_dit_adaln(m, &u, &u_act, &stage, &w->final_ada_w, &w->final_ada_b, &ftab));
+        T_(h3_backend_gated_residual_norm(m->be, &x, &yS, &tab6, &idx_ada, 5 * H, &w->final_norm,
+                                          (float)c->final_norm_eps, &ftab, &idx_t, 0, H, &hS));
+      }
+    }
+#undef TAB6
+    if (L == 0) {
+      T_(h3_dit_adaln(m, &u, &u_act, &stage, &w->final_ada_w, &w->final_ada_b, &ftab));
+      T_(OPS->rmsnorm_modulate(m->be, &x, &w->final_norm, (float)c->final_norm_eps, &ftab, &idx_t, 0, H, &hS));
     }
 
     sp_tick(m, &X, SPT_REST);
@@ -404,10 +427,8 @@ h3_status h3_dit_forward_sp(h3_dit *m, h3_comm *comm, const h3_dit_inputs *in, f
       (void)OPS->timer_stop(m->be, X.timer, &ms);
       X.timer = NULL;
     }
-    /* 5. final norm and the fp32 heads on this shard's rows; gathered, rank 0 selects */
-    T_(h3_dit_adaln(m, &u, &u_act, &stage, &w->final_ada_w, &w->final_ada_b, &ftab));
-    T_(OPS->rmsnorm_modulate(m->be, &x, &w->final_norm, (float)c->final_norm_eps, &ftab, &idx_t, 0, H, &hS));
   }
+  /* 5b. the fp32 heads on this shard's rows; gathered, rank 0 selects */
   if (Nv > 0) {
     T_(OPS->zero(m->be, &vsend));
     if (nv > 0) {
