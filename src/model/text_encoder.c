@@ -96,6 +96,20 @@ static h3_status embed(h3_text_encoder *m, const int32_t *ids, int64_t L, h3_ten
   return H3_OK;
 }
 
+/* Queue the background upload of layer l's weights (where the backend uploads in
+ * the background: CUDA), a few layers ahead of their use: the copies overlap the
+ * layers before them, and only a few raw copies wait at a time (each is widened
+ * to f32 on first use and then dropped). */
+#define TE_PREFETCH_AHEAD 2
+static h3_status prefetch_layer(h3_text_encoder *m, int64_t l) {
+  if (!OPS->prefetch || l < 0 || l >= m->w->tap) return H3_OK;
+  const h3_te_layer *Lw = &m->w->layer[l];
+  const h3_tensor *t[] = {&Lw->in_norm, &Lw->wq,        &Lw->wk,   &Lw->wv, &Lw->q_norm, &Lw->k_norm,
+                          &Lw->wo,      &Lw->post_norm, &Lw->gate, &Lw->up, &Lw->down};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) H3_TRY(h3_backend_prefetch(m->be, t[i]));
+  return H3_OK;
+}
+
 static h3_status forward(h3_text_encoder *m, const int32_t *ids, int64_t L, const int64_t *positions, float *out) {
   const h3_te_weights *w = m->w;
   const h3_te_config *c = &w->cfg;
@@ -151,8 +165,10 @@ static h3_status forward(h3_text_encoder *m, const int32_t *ids, int64_t L, cons
   h3_tensor qp = cols_of(&qkv, 0, NQ), kp = cols_of(&qkv, NQ, NKV), vp = cols_of(&qkv, NQ + NKV, NKV);
   h3_tensor fg = cols_of(&f, 0, I), fu = cols_of(&f, I, I);
   const float eps = (float)c->eps, scale = (float)(1.0 / sqrt((double)D));
+  for (int64_t l = 0; l < TE_PREFETCH_AHEAD; l++) H3_TRY(prefetch_layer(m, l));
   for (int64_t l = 0; l < w->tap; l++) {
     const h3_te_layer *Lw = &w->layer[l];
+    H3_TRY(prefetch_layer(m, l + TE_PREFETCH_AHEAD));
     H3_TRY(OPS->rmsnorm(m->be, &x, &Lw->in_norm, eps, &h));
     H3_TRY(OPS->linear(m->be, &h, &Lw->wq, NULL, &qp));
     H3_TRY(OPS->linear(m->be, &h, &Lw->wk, NULL, &kp));

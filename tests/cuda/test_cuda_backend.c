@@ -701,6 +701,26 @@ static void t_prefetch(h3_backend *gpu) {
     buf_free(&x);
     buf_free(&y);
   }
+  { /* f32 activations widen the bf16 weight: the background raw copy is dropped once widened */
+    const mode *mf = &MODES[0];
+    set_mode(gpu, mf);
+    const int64_t M = 5, K = 96, N = 130;
+    hweight w = hweight_make(H3_DT_BF16, N, K, 0, 0, 0, 0, 1.0f / sqrtf((float)K));
+    OP(h3_backend_prefetch(gpu, &w.t));
+    buf x = buf_make(gpu, M, K, mf->adt, 1.0f, 0.0f);
+    buf y = buf_make(gpu, M, N, H3_DT_F32, 1.0f, 0.0f);
+    h3_tensor hx = hv(&x, 0, K), dx = dv(&x, 0, K), hy = hv(&y, 0, N), dy = dv(&y, 0, N);
+    const size_t before = h3_cuda_weight_cache_bytes(gpu);
+    OP(g_cpu->ops->linear(g_cpu, &hx, &w.t, NULL, &hy));
+    OP(gpu->ops->linear(gpu, &dx, &w.t, NULL, &dy));
+    const size_t grew = h3_cuda_weight_cache_bytes(gpu) - before;
+    buf_check("prefetch: bf16 weight widened for an f32 linear", &y, 0, N, mf->tol);
+    printf("  prefetch + widening: weight cache grew by %zu bytes (f32 widening %lld)\n", grew, (long long)(N * K * 4));
+    expect(grew == (size_t)(N * K * 4), "prefetch: only the f32 widening stays cached (the raw copy is dropped)");
+    buf_free(&x);
+    buf_free(&y);
+    set_mode(gpu, m);
+  }
   h3_cuda_prefetch_counts(gpu, &j1, &b1);
   printf("  prefetch: %llu background uploads, %llu bytes\n", (unsigned long long)(j1 - j0),
          (unsigned long long)(b1 - b0));

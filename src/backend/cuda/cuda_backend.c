@@ -342,9 +342,11 @@ static h3_status get_entry(h3_cuda_impl *c, uintptr_t p, size_t bytes, bool want
     void *d = NULL;
     H3_TRY(h3_cuda_upjob_join(c->uploader, job, c->stream, &d));
     e->dev = d;
+    e->raw_unused = d != NULL;
     if (d) c->wbytes += e->bytes;
   }
   if (want_raw && !e->dev) H3_TRY(upload_span(c, e->host, e->bytes, sd, op, name, &e->dev));
+  if (want_raw) e->raw_unused = false;
   *out = e;
   return H3_OK;
 }
@@ -497,6 +499,12 @@ h3_status h3_cuda_weight_f32(h3_backend *be, const h3_tensor *t, int slot, const
     if (s != H3_OK) {
       h3_cuda_dev_free(wide);
       return s;
+    }
+    if (e->raw_unused) { /* a background upload made the raw copy only for this: keep the widening alone, as above */
+      h3_cuda_dev_free(e->dev); /* waits for the widening */
+      e->dev = NULL;
+      e->raw_unused = false;
+      c->wbytes -= e->bytes;
     }
     e->wide = wide;
     e->wide_dt = t->dtype;

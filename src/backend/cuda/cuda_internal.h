@@ -90,6 +90,7 @@ typedef struct h3_cuda_wentry {
   /* a background upload (h3_cuda_prefetch) not yet waited for: dev is NULL
    * until the first use joins it (cuda_uploader.h) */
   struct h3_cuda_upjob *job;
+  bool raw_unused; /* dev came from a background upload and no op has read it raw yet */
 } h3_cuda_wentry;
 
 typedef struct h3_cuda_impl {
