@@ -50,6 +50,7 @@ typedef struct h3_backend_mem {
   size_t alloc_now;    /* held by this backend's own allocations (activations, scratch, weight copies) */
   size_t alloc_peak;   /* high-water of alloc_now since creation or the last reset */
   size_t weights;      /* of which device copies of host weights */
+  size_t bg_uploads, bg_bytes; /* host weights copied by background uploads so far (prefetch), and their bytes */
 } h3_backend_mem;
 
 typedef struct h3_backend_ops {

@@ -96,6 +96,8 @@ void h3_profile_end(h3_profile *p) {
       r->dev_used = m.device_used;
       r->alloc_peak = m.alloc_peak;
       if (m.device_used > p->dev_used_max) p->dev_used_max = m.device_used;
+      p->bg_uploads = m.bg_uploads;
+      p->bg_bytes = m.bg_bytes;
     }
   }
   host_rss(&r->rss, &r->rss_peak);
@@ -152,6 +154,11 @@ void h3_profile_print(const h3_profile *p, FILE *f) {
   fmt_gib(a, sizeof a, has_dev, apeak);
   fmt_gib(hp, sizeof hp, true, rpeak);
   fprintf(f, "  %-22s %9.3f %9s %10s %11s %9s %10s\n", "total (peaks)", total, g, d, a, "", hp);
+  if (p->bg_uploads) {
+    const bool gib = p->bg_bytes >= (1ull << 30);
+    fprintf(f, "  weights uploaded in the background, overlapped with compute: %zu tensors, %.2f %s\n", p->bg_uploads,
+            (double)p->bg_bytes / (double)(gib ? 1ull << 30 : 1ull << 20), gib ? "GiB" : "MiB");
+  }
   /* group summaries (the DiT steps) */
   for (int grp = 1; grp < 8; grp++) {
     int n = 0, first = -1;

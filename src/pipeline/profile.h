@@ -34,6 +34,7 @@ typedef struct h3_profile {
   void *timer;
   h3_backend *timer_be;
   size_t dev_used_max; /* high-water of dev_used over the phase ends */
+  size_t bg_uploads, bg_bytes; /* background weight uploads by the last phase end */
 } h3_profile;
 
 void h3_profile_init(h3_profile *p, h3_backend *be);

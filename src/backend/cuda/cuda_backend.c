@@ -641,6 +641,10 @@ static h3_status cuda_mem_stats(h3_backend *be, bool reset_peak, h3_backend_mem 
   out->alloc_now = c->dev_bytes;
   out->alloc_peak = c->dev_peak;
   out->weights = c->wbytes;
+  uint64_t jobs = 0, bytes = 0;
+  if (c->uploader) h3_cuda_uploader_counts(c->uploader, &jobs, &bytes);
+  out->bg_uploads = (size_t)jobs;
+  out->bg_bytes = (size_t)bytes;
   if (reset_peak) c->dev_peak = c->dev_bytes;
   return H3_OK;
 }

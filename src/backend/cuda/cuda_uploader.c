@@ -32,6 +32,7 @@ struct h3_cuda_uploader {
   void *stage[2];
   cudaEvent_t stage_ev[2];
   h3_threadpool *pool; /* copy threads: page faults and memcpy of a chunk in parallel (NULL: one) */
+  int next_stage;      /* staging buffer of the next chunk (alternating across jobs too) */
   pthread_t thread;
   bool started;
   pthread_mutex_t mu;
@@ -100,7 +101,7 @@ static bool run_job(h3_cuda_uploader *u, h3_cuda_upjob *j) {
   } else {
     size_t off = 0;
     read_ahead(s->src, s->bytes < 2 * UP_STAGE_BYTES ? s->bytes : 2 * UP_STAGE_BYTES);
-    for (int i = 0; e == cudaSuccess && off < s->bytes; i ^= 1) {
+    for (int i = u->next_stage; e == cudaSuccess && off < s->bytes; i ^= 1, u->next_stage = i) {
       const size_t n = s->bytes - off < UP_STAGE_BYTES ? s->bytes - off : UP_STAGE_BYTES;
       if (off + 2 * UP_STAGE_BYTES < s->bytes) /* the chunk after the next one */
         read_ahead((const char *)s->src + off + 2 * UP_STAGE_BYTES,
