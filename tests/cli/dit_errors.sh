@@ -8,21 +8,7 @@ st="python3 $H3_SOURCE_DIR/tests/tools/st_tool.py"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail=0
 
-# expect NAME PATTERN... -- CMD...: exit status 1, exactly one stderr line "h3: error: ..." matching every pattern
-expect() {
-  local name=$1; shift
-  local pats=()
-  while [ "$1" != "--" ]; do pats+=("$1"); shift; done; shift
-  "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
-  local lines; lines=$(wc -l <"$tmp/err")
-  local ok=1
-  [ $rc -eq 1 ] || ok=0
-  [ "$lines" -eq 1 ] || ok=0
-  grep -q '^h3: error: ' "$tmp/err" || ok=0
-  for p in "${pats[@]}"; do grep -qF -- "$p" "$tmp/err" || ok=0; done
-  if [ $ok = 1 ]; then echo "ok   $name: $(cat "$tmp/err")"; else
-    echo "FAIL $name (rc=$rc, $lines lines):"; cat "$tmp/err"; fail=1; fi
-}
+. "$H3_SOURCE_DIR/tests/cli/lib/expect_error.sh"
 
 run_dit() { "$H3" stage dit -q --model "$1" --in "${2:-$g/t2va.in.safetensors}" --out "$tmp/out.safetensors"; }
 

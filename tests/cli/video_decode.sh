@@ -41,21 +41,7 @@ decode_ok comfy_file_C "$g/comfy/minimax_h3_video_vae_fp16.safetensors" case_C
 mkdir -p "$tmp/snap" && ln -s "$g/diffusers" "$tmp/snap/vae"
 decode_ok snapshot_root_D "$tmp/snap" case_D
 
-# expect NAME PATTERN... -- CMD...: exit 1 and exactly one stderr line "h3: error: ..." matching every pattern
-expect() {
-  local name=$1; shift
-  local pats=()
-  while [ "$1" != "--" ]; do pats+=("$1"); shift; done; shift
-  "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
-  local lines; lines=$(wc -l <"$tmp/err")
-  local ok=1
-  [ $rc -eq 1 ] || ok=0
-  [ "$lines" -eq 1 ] || ok=0
-  grep -q '^h3: error: ' "$tmp/err" || ok=0
-  for p in "${pats[@]}"; do grep -qF -- "$p" "$tmp/err" || ok=0; done
-  if [ $ok = 1 ]; then echo "ok   $name: $(cat "$tmp/err")"; else
-    echo "FAIL $name (rc=$rc, $lines lines):"; cat "$tmp/err"; fail=1; fi
-}
+. "$H3_SOURCE_DIR/tests/cli/lib/expect_error.sh"
 
 vd() { "$H3" stage video-decode -q --model "$1" --in "$2" --out "$tmp/err_out.safetensors" "${@:3}"; }
 
