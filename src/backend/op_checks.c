@@ -113,6 +113,21 @@ h3_status h3_check_2d_layout(const h3_tensor *t, const char *op, const char *nam
   return H3_OK;
 }
 
+h3_status h3_check_idx_vec(const h3_tensor *idx, int64_t n, const char *op) {
+  if (!idx) return h3_fail(H3_ERR_INVALID, "%s: index vector is NULL", op);
+  if (idx->dtype != H3_DT_I32) {
+    const char *dn = h3_dtype_name(idx->dtype);
+    return h3_fail(H3_ERR_INVALID, "%s: index vector has dtype %s (I32 expected)", op, dn ? dn : "?");
+  }
+  if (idx->ndim < 1 || h3_tensor_numel(idx) != n || !h3_tensor_is_contiguous(idx)) {
+    char buf[96];
+    return h3_fail(H3_ERR_SHAPE, "%s: index vector must be contiguous with %lld entries (is %s)", op, (long long)n,
+                   h3_shape_str(idx, buf, sizeof buf));
+  }
+  if (n > 0 && !idx->data) return h3_fail(H3_ERR_INVALID, "%s: index vector has no data", op);
+  return H3_OK;
+}
+
 h3_status h3_check_param_vec(const h3_tensor *t, int64_t n, const char *op, const char *name) {
   if (!t) return h3_fail(H3_ERR_INVALID, "%s: %s is NULL", op, name);
   if (t->dtype != H3_DT_F32 && t->dtype != H3_DT_BF16 && t->dtype != H3_DT_F16) {

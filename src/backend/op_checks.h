@@ -29,6 +29,8 @@ h3_status h3_check_2d_layout(const h3_tensor *t, const char *op, const char *nam
 
 /* A parameter vector (norm weight, bias): given, F32/BF16/F16, contiguous, n elements. */
 h3_status h3_check_param_vec(const h3_tensor *t, int64_t n, const char *op, const char *name);
+/* A row-index vector: given, I32, contiguous, n entries, data when n > 0 (its values are the backend's check). */
+h3_status h3_check_idx_vec(const h3_tensor *idx, int64_t n, const char *op);
 /* Two 2-D tensors of the same [rows, cols]. */
 h3_status h3_check_same_shape2d(const h3_tensor *a, const h3_tensor *b, const char *op, const char *an, const char *bn);
 /* Columns [col, col + D) inside a modulation table. */

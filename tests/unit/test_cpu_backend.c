@@ -757,6 +757,13 @@ static void test_rows(void) {
   CHECK(be->ops->gather_rows(be, &bt, &dt, &it) == H3_ERR_INVALID);
   h3_tensor hd32 = mat(hd, H3_DT_F32, 3, 5, 5);
   CHECK(be->ops->gather_rows(be, &hd32, &hst, &git) == H3_ERR_INVALID);
+  /* index vectors: no data, wrong dtype, wrong length (refused before any row is read) */
+  h3_tensor nodata = vec(NULL, H3_DT_I32, 3), f32idx = vec(gi, H3_DT_F32, 3), short_idx = vec(gi, H3_DT_I32, 2);
+  CHECK(be->ops->gather_rows(be, &hdt, &hst, &nodata) == H3_ERR_INVALID);
+  CHECK(strstr(h3_last_error(), "index vector has no data") != NULL);
+  CHECK(be->ops->gather_rows(be, &hdt, &hst, &f32idx) == H3_ERR_INVALID);
+  CHECK(strstr(h3_last_error(), "I32 expected") != NULL);
+  CHECK(be->ops->gather_rows(be, &hdt, &hst, &short_idx) == H3_ERR_SHAPE);
   free(src), free(dst), free(perm), free(idx), free(back);
 }
 

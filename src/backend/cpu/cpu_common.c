@@ -151,14 +151,7 @@ h3_status h3_cpu_param_vec(h3_cpu_impl *c, int slot, const h3_tensor *t, int64_t
 }
 
 h3_status h3_cpu_check_idx(const h3_tensor *idx, int64_t n, int64_t range, const char *op) {
-  if (!idx) return h3_fail(H3_ERR_INVALID, "%s: index vector is NULL", op);
-  if (idx->dtype != H3_DT_I32)
-    return h3_fail(H3_ERR_INVALID, "%s: index vector has dtype %s (I32 expected)", op, dt_name(idx->dtype));
-  if (idx->ndim < 1 || h3_tensor_numel(idx) != n || !h3_tensor_is_contiguous(idx)) {
-    char buf[96];
-    return h3_fail(H3_ERR_SHAPE, "%s: index vector must be contiguous with %lld entries (is %s)", op, (long long)n,
-                   h3_shape_str(idx, buf, sizeof buf));
-  }
+  H3_TRY(h3_check_idx_vec(idx, n, op));
   const int32_t *p = idx->data;
   for (int64_t i = 0; i < n; i++)
     if (p[i] < 0 || p[i] >= range)

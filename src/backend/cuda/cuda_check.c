@@ -198,15 +198,7 @@ bool h3_cuda_overlap(const h3_tensor *a, const h3_tensor *b) { return h3_views_o
 
 
 h3_status h3_cuda_check_idx(const h3_tensor *idx, int64_t n, const char *op) {
-  if (!idx) return h3_fail(H3_ERR_INVALID, "%s: index vector is NULL", op);
-  if (idx->dtype != H3_DT_I32)
-    return h3_fail(H3_ERR_INVALID, "%s: index vector has dtype %s (I32 expected)", op, dt_name(idx->dtype));
-  if (idx->ndim < 1 || h3_tensor_numel(idx) != n || !h3_tensor_is_contiguous(idx)) {
-    char buf[96];
-    return h3_fail(H3_ERR_SHAPE, "%s: index vector must be contiguous with %lld entries (is %s)", op, (long long)n,
-                   h3_shape_str(idx, buf, sizeof buf));
-  }
-  if (n > 0 && !idx->data) return h3_fail(H3_ERR_INVALID, "%s: index vector has no data", op);
+  H3_TRY(h3_check_idx_vec(idx, n, op));
   return h3_cuda_check_device(idx, op, "index vector");
 }
 
