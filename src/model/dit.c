@@ -472,21 +472,19 @@ h3_status h3_dit_text_rows(h3_dit *m, const h3_dit_inputs *in, h3_tensor *tin, c
 
 /* ---- the block stack ----------------------------------------------------------------------- */
 
-/* The tensors the block stack works on (all in the arena). */
-typedef struct stack_args {
-  h3_tensor *x, *tabs, *ftab, *idx_ada, *idx_t, *u, *u_act, *stage, *cosT, *sinT;
-  h3_dit_scratch *sc;
-  int64_t S, K;
-  h3_dtype act;
-} stack_args;
+/* The attention sub-layer on one device: rows a->sc->h[0, n) into a->sc->y. */
+static h3_status attn_local(h3_dit *m, const h3_dit_stack *a, const h3_dit_block_weights *bw) {
+  return attn_sublayer(m, bw, a->n, &a->sc->h, a->cosT, a->sinT, a->sc);
+}
 
 /* 4. the block stack and 5. the final norm into sc->h: everything between the
  * time path and the heads. */
-static h3_status block_stack(h3_dit *m, const stack_args *a) {
+h3_status h3_dit_block_stack(h3_dit *m, const h3_dit_stack *a) {
   const h3_dit_weights *w = m->w;
   const h3_dit_config *c = &w->cfg;
-  const int64_t H = c->hidden, S = a->S, K = a->K;
+  const int64_t H = c->hidden, n = a->n, K = a->K;
   const h3_dtype act = a->act;
+  h3_tensor h = rows_of(&a->sc->h, n), y = rows_of(&a->sc->y, n);
 #define ADALN(wt, bt, dst) H3_TRY(h3_dit_adaln(m, a->u, a->u_act, a->stage, &(wt), &(bt), &(dst)))
   /* block i's [K, 18H] table viewed as [3K, 6H]: row 3m + modality, chunks shift/scale/gate x (msa, mlp) */
 #define TAB6(i) h3_tensor_2d(a->tabs[(i) % 2].data, act, 3 * K, 6 * H)
@@ -499,30 +497,30 @@ static h3_status block_stack(h3_dit *m, const stack_args *a) {
   if (L > 0) {
     ADALN(w->blocks[0].ada_w, w->blocks[0].ada_b, a->tabs[0]);
     h3_tensor t0 = TAB6(0);
-    H3_TRY(OPS->rmsnorm_modulate(m->be, a->x, &w->blocks[0].norm1, (float)c->norm_eps, &t0, a->idx_ada, 0, H, &a->sc->h));
+    H3_TRY(OPS->rmsnorm_modulate(m->be, a->x, &w->blocks[0].norm1, (float)c->norm_eps, &t0, a->idx_ada, 0, H, &h));
   }
   for (int64_t i = 0; i < L; i++) {
     const h3_dit_block_weights *bw = &w->blocks[i];
     h3_tensor tab6 = TAB6(i);
-    H3_TRY(attn_sublayer(m, bw, S, &a->sc->h, a->cosT, a->sinT, a->sc));
-    H3_TRY(h3_backend_gated_residual_norm(m->be, a->x, &a->sc->y, &tab6, a->idx_ada, 2 * H, &bw->norm2, (float)c->norm_eps,
-                                          &tab6, a->idx_ada, 3 * H, 4 * H, &a->sc->h));
-    H3_TRY(h3_dit_mlp_sublayer(m, bw, S, &a->sc->h, a->sc));
+    H3_TRY(a->attn(m, a, bw));
+    H3_TRY(h3_backend_gated_residual_norm(m->be, a->x, &y, &tab6, a->idx_ada, 2 * H, &bw->norm2, (float)c->norm_eps,
+                                          &tab6, a->idx_ada, 3 * H, 4 * H, &h));
+    H3_TRY(h3_dit_mlp_sublayer(m, bw, n, &h, a->sc));
     if (i + 1 < L) {
       const h3_dit_block_weights *nb = &w->blocks[i + 1];
       ADALN(nb->ada_w, nb->ada_b, a->tabs[(i + 1) % 2]);
       h3_tensor next6 = TAB6(i + 1);
-      H3_TRY(h3_backend_gated_residual_norm(m->be, a->x, &a->sc->y, &tab6, a->idx_ada, 5 * H, &nb->norm1, (float)c->norm_eps,
-                                            &next6, a->idx_ada, 0, H, &a->sc->h));
+      H3_TRY(h3_backend_gated_residual_norm(m->be, a->x, &y, &tab6, a->idx_ada, 5 * H, &nb->norm1, (float)c->norm_eps,
+                                            &next6, a->idx_ada, 0, H, &h));
     } else { /* 5. the final norm (shift, scale per timestep) */
       ADALN(w->final_ada_w, w->final_ada_b, *a->ftab);
-      H3_TRY(h3_backend_gated_residual_norm(m->be, a->x, &a->sc->y, &tab6, a->idx_ada, 5 * H, &w->final_norm,
-                                            (float)c->final_norm_eps, a->ftab, a->idx_t, 0, H, &a->sc->h));
+      H3_TRY(h3_backend_gated_residual_norm(m->be, a->x, &y, &tab6, a->idx_ada, 5 * H, &w->final_norm,
+                                            (float)c->final_norm_eps, a->ftab, a->idx_t, 0, H, &h));
     }
   }
   if (L == 0) {
     ADALN(w->final_ada_w, w->final_ada_b, *a->ftab);
-    H3_TRY(OPS->rmsnorm_modulate(m->be, a->x, &w->final_norm, (float)c->final_norm_eps, a->ftab, a->idx_t, 0, H, &a->sc->h));
+    H3_TRY(OPS->rmsnorm_modulate(m->be, a->x, &w->final_norm, (float)c->final_norm_eps, a->ftab, a->idx_t, 0, H, &h));
   }
 #undef TAB6
 #undef ADALN
@@ -546,8 +544,8 @@ static void drop_graph(h3_dit *m) {
  * and replays them, later ones replay.  Launch work leaves the host; results are
  * the same.  A refused replay (weights uploaded again) or a failed recording
  * falls back to running the ops.  H3_GRAPHS=0 turns this off. */
-static h3_status stack_run(h3_dit *m, const stack_args *a, const h3_dit_graph_key *k) {
-  if (!graphs_enabled(m)) return block_stack(m, a);
+static h3_status stack_run(h3_dit *m, const h3_dit_stack *a, const h3_dit_graph_key *k) {
+  if (!graphs_enabled(m)) return h3_dit_block_stack(m, a);
   const bool same = m->gkey_valid && memcmp(&m->gkey, k, sizeof *k) == 0;
   if (same && m->graph) {
     if (m->be->ops->graph_launch(m->be, m->graph) == H3_OK) {
@@ -557,17 +555,17 @@ static h3_status stack_run(h3_dit *m, const stack_args *a, const h3_dit_graph_ke
     H3_LOGD("DiT: graph refused (%s): running the block stack directly", h3_last_error());
     drop_graph(m);
     m->gkey_valid = false; /* record again after this direct run */
-    return block_stack(m, a);
+    return h3_dit_block_stack(m, a);
   }
   if (!same) {
     drop_graph(m);
     m->gkey = *k;
     m->gkey_valid = true;
     m->gkey_norecord = false;
-    return block_stack(m, a);
+    return h3_dit_block_stack(m, a);
   }
-  if (m->gkey_norecord || m->be->ops->graph_begin(m->be) != H3_OK) return block_stack(m, a);
-  h3_status s = block_stack(m, a);
+  if (m->gkey_norecord || m->be->ops->graph_begin(m->be) != H3_OK) return h3_dit_block_stack(m, a);
+  h3_status s = h3_dit_block_stack(m, a);
   void *g = NULL;
   h3_status e = m->be->ops->graph_end(m->be, &g);
   if (s == H3_OK && e == H3_OK) {
@@ -578,7 +576,7 @@ static h3_status stack_run(h3_dit *m, const stack_args *a, const h3_dit_graph_ke
   if (g) m->be->ops->graph_free(m->be, g);
   H3_LOGD("DiT: block stack not recorded (%s): running it directly", h3_last_error());
   m->gkey_norecord = true;
-  return block_stack(m, a);
+  return h3_dit_block_stack(m, a);
 }
 
 h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, float *audio_out) {
@@ -664,7 +662,7 @@ h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, f
   H3_TRY(h3_dit_take(m, act, K, 18 * H, &tabs[0]));
   H3_TRY(h3_dit_take(m, act, K, 18 * H, &tabs[1]));
   H3_TRY(h3_dit_take(m, act, K, 2 * H, &ftab));
-  stack_args sa = {&x, tabs, &ftab, &idx_ada, &idx_t, &u, &u_act, &stage, &cosT, &sinT, &sc, S, K, act};
+  h3_dit_stack sa = {&x, tabs, &ftab, &idx_ada, &idx_t, &u, &u_act, &stage, &cosT, &sinT, &sc, S, K, act, attn_local, NULL};
   h3_dit_graph_key gk;
   memset(&gk, 0, sizeof gk);
   gk.mem = m->mem, gk.w = w, gk.S = S, gk.Nv = Nv, gk.Na = Na, gk.Nt = Nt, gk.K = K;

@@ -45,6 +45,21 @@ typedef struct h3_dit_scratch {
   h3_tensor h, y, wide, mid;
 } h3_dit_scratch;
 
+/* What the block stack works on (tensors in the arena), one device or one rank. */
+typedef struct h3_dit_stack h3_dit_stack;
+struct h3_dit_stack {
+  h3_tensor *x, *tabs /* [2] */, *ftab, *idx_ada, *idx_t, *u, *u_act, *stage, *cosT, *sinT;
+  h3_dit_scratch *sc;
+  int64_t n, K; /* rows of x (and of sc's views), timesteps */
+  h3_dtype act;
+  /* the attention sub-layer of block bw: rows sc->h[0, n) into sc->y */
+  h3_status (*attn)(h3_dit *m, const h3_dit_stack *a, const h3_dit_block_weights *bw);
+  void *attn_ctx;
+};
+/* 4. the blocks and 5. the final norm into sc->h (each residual fused with the
+ * norm after it; block i + 1's AdaLN table made before block i's last residual). */
+h3_status h3_dit_block_stack(h3_dit *m, const h3_dit_stack *a);
+
 /* (Re)size the arena to at least `bytes` and reset it. */
 h3_status h3_dit_ensure_arena(h3_dit *m, size_t bytes);
 /* Elements of the F32 staging buffer for Nv video, Na audio, Nt text rows, K timesteps. */

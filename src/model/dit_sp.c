@@ -200,6 +200,15 @@ static h3_status sp_attn_sublayer(h3_dit *m, sp_ctx *X, const h3_dit_block_weigh
   return H3_OK;
 }
 
+/* The block stack's attention callback: the time since the last mark counts as
+ * "rest of the block", then the sub-layer on this rank's rows. */
+static h3_status sp_attn_block(h3_dit *m, const h3_dit_stack *a, const h3_dit_block_weights *bw) {
+  sp_ctx *X = a->attn_ctx;
+  sp_tick(m, X, SPT_REST);
+  h3_tensor h = rows_of(&a->sc->h, a->n);
+  return sp_attn_sublayer(m, X, bw, &h, a->cosT, a->sinT, a->sc);
+}
+
 /* Local rows of one input set: sel[k] = input row i, loc[k] = sequence row - row0, for rows in the shard. */
 static int64_t select_rows(const int64_t *idx, int64_t n, int64_t row0, int64_t Sl, int64_t *sel, int64_t *loc) {
   int64_t k = 0;
@@ -383,44 +392,11 @@ h3_status h3_dit_forward_sp(h3_dit *m, h3_comm *comm, const h3_dit_inputs *in, f
   T_(h3_dit_take(m, act, K, 18 * H, &tabs[1]));
   T_(h3_dit_take(m, act, K, 2 * H, &ftab));
 
-  /* 4. the block stack on the shard, attention across ranks; as in dit.c, each
-   * residual runs with the norm after it (h3_backend_gated_residual_norm): the
-   * next block's table is made first, into the other buffer */
+  /* 4. the block stack on the shard, attention across ranks */
   {
-    h3_tensor hS = rows_of(&sc.h, Sl), yS = rows_of(&sc.y, Sl);
-    const int64_t L = c->num_layers;
-#define TAB6(i) h3_tensor_2d(tabs[(i) % 2].data, act, 3 * K, 6 * H)
-    if (L > 0) {
-      T_(h3_dit_adaln(m, &u, &u_act, &stage, &w->blocks[0].ada_w, &w->blocks[0].ada_b, &tabs[0]));
-      h3_tensor t0 = TAB6(0);
-      T_(OPS->rmsnorm_modulate(m->be, &x, &w->blocks[0].norm1, (float)c->norm_eps, &t0, &idx_ada, 0, H, &hS));
-    }
-    for (int64_t i = 0; i < L; i++) {
-      const h3_dit_block_weights *bw = &w->blocks[i];
-      h3_tensor tab6 = TAB6(i);
-      sp_tick(m, &X, SPT_REST);
-      T_(sp_attn_sublayer(m, &X, bw, &hS, &cosT, &sinT, &sc));
-      T_(h3_backend_gated_residual_norm(m->be, &x, &yS, &tab6, &idx_ada, 2 * H, &bw->norm2, (float)c->norm_eps, &tab6,
-                                        &idx_ada, 3 * H, 4 * H, &hS));
-      T_(h3_dit_mlp_sublayer(m, bw, Sl, &hS, &sc));
-      if (i + 1 < L) {
-        const h3_dit_block_weights *nb = &w->blocks[i + 1];
-        T_(h3_dit_adaln(m, &u, &u_act, &stage, &nb->ada_w, &nb->ada_b, &tabs[(i + 1) % 2]));
-        h3_tensor next6 = TAB6(i + 1);
-        T_(h3_backend_gated_residual_norm(m->be, &x, &yS, &tab6, &idx_ada, 5 * H, &nb->norm1, (float)c->norm_eps,
-                                          &next6, &idx_ada, 0, H, &hS));
-      } else { /* 5. the final norm (shift, scale per timestep) */
-        T_(h3_dit_adaln(m, &u, &u_act, &stage, &w->final_ada_w, &w->final_ada_b, &ftab));
-        T_(h3_backend_gated_residual_norm(m->be, &x, &yS, &tab6, &idx_ada, 5 * H, &w->final_norm,
-                                          (float)c->final_norm_eps, &ftab, &idx_t, 0, H, &hS));
-      }
-    }
-#undef TAB6
-    if (L == 0) {
-      T_(h3_dit_adaln(m, &u, &u_act, &stage, &w->final_ada_w, &w->final_ada_b, &ftab));
-      T_(OPS->rmsnorm_modulate(m->be, &x, &w->final_norm, (float)c->final_norm_eps, &ftab, &idx_t, 0, H, &hS));
-    }
-
+    h3_dit_stack sa = {&x, tabs, &ftab, &idx_ada, &idx_t, &u, &u_act, &stage, &cosT, &sinT, &sc, Sl, K, act,
+                       sp_attn_block, &X};
+    T_(h3_dit_block_stack(m, &sa));
     sp_tick(m, &X, SPT_REST);
     if (X.timer) { /* the mark started by the last tick measures nothing */
       double ms;
