@@ -256,7 +256,6 @@ int h3_cmd_generate(int argc, char **argv) {
   if (frames_dir && h3_png_write_frames(frames_dir, &vf, 0) != H3_OK) goto done;
   size_t plen = strlen(out_path);
   if (plen >= 12 && !strcmp(out_path + plen - 12, ".safetensors")) { /* the raw clip */
-    if (no_audio && res.audio) free(res.audio), res.audio = NULL, res.audio_samples = 0;
     if (h3_write_clip_safetensors(out_path, &res, prompt) != H3_OK) goto done;
   } else if (h3_mp4_write(out_path, &vf, no_audio || !res.audio ? NULL : &at, &mo) != H3_OK) {
     goto done;

@@ -178,8 +178,6 @@ void h3_dit_group_end_request(h3_dit_group *g) {
 
 h3_status h3_dit_group_forward(h3_dit_group *g, const h3_dit_inputs *in, float *video_out, float *audio_out) {
   if (g->P == 1) return h3_dit_forward(g->dits[0], in, video_out, audio_out);
-  /* the same check every rank makes first, so a bad layout fails before any collective */
-  H3_TRY(h3_dit_check_inputs(&g->dits[0]->w->cfg, in));
   for (int r = 1; r < g->P; r++) g->dits[r]->prec = g->dits[0]->prec; /* rank 0's may have been set since */
   pthread_mutex_lock(&g->mu);
   g->in = in;

@@ -29,7 +29,6 @@
 
 /* shared with every backend: src/backend/op_checks.c */
 #define want_btl h3_check_btl
-#define want_vec h3_check_vec
 #define want_shape3 h3_check_shape3
 #define overlaps h3_tensors_overlap
 
