@@ -30,7 +30,7 @@ run toy_generate_cpu "$bin/h3" generate --device cpu -p "a red fox trotting thro
   --size 256x256 --steps 4 --seed 7 -o /tmp/toy.safetensors --latents-out "$out/toy_cpu_latents.safetensors"
 if command -v compute-sanitizer >/dev/null; then
   run memcheck_generate compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/h3" generate --device cuda -q \
-    -p "a red fox" --frames 22 --size 128 --steps 2 -o /tmp/ms.safetensors --latents-out /tmp/ms.safetensors
+    -p "a red fox" --frames 22 --size 128 --steps 2 -o /tmp/ms_clip.safetensors --latents-out /tmp/ms_latents.safetensors
   run memcheck_dit compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/h3" stage dit --device cuda -q \
     --model tests/golden/dit/tiny/original --in tests/golden/dit/tiny/t2va_long.in.safetensors --out /tmp/o.safetensors
 fi
