@@ -147,7 +147,7 @@ typedef struct h3_backend_ops {
    * could not be recorded, and the caller then runs the ops directly.
    * graph_launch queues the recorded ops again, with the same buffers and
    * arguments; it refuses (H3_ERR_INVALID) a graph whose device weight copies
-   * have been dropped or replaced since it was recorded. */
+   * or internal buffers have been dropped or replaced since it was recorded. */
   h3_status (*graph_begin)(h3_backend *be);
   h3_status (*graph_end)(h3_backend *be, void **graph);
   h3_status (*graph_launch)(h3_backend *be, void *graph);

@@ -162,8 +162,10 @@ h3_status h3_cuda_scratch(h3_backend *be, int slot, size_t bytes, void **out) {
   }
   size_t cap = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes + bytes / 8;
   if (b->p) {
-    /* the old buffer may still be read by queued work: cudaFree waits for the device */
+    /* the old buffer may still be read by queued work: cudaFree waits for the device;
+     * graphs recorded with it are refused from now on */
     H3_CUDA_TRY("scratch", h3_cuda_dev_free(b->p));
+    c->graph_epoch++;
     b->p = NULL;
     b->cap = 0;
   }
@@ -298,7 +300,7 @@ static void entry_free(h3_cuda_impl *c, h3_cuda_wentry *e) {
 
 static void evict_entry(h3_cuda_impl *c, size_t i) {
   h3_cuda_wentry *e = &c->w[i];
-  c->weight_epoch++;
+  c->graph_epoch++;
   if (e->dev) c->wbytes -= e->bytes;
   if (e->wide) c->wbytes -= e->bytes / h3_dtype_size(e->wide_dt) * sizeof(float);
   if (e->narrow) c->wbytes -= e->bytes / 2;
@@ -551,7 +553,7 @@ void h3_cuda_weight_cache_clear(h3_backend *be) {
   (void)cudaGetLastError();
   c->nw = 0;
   c->wbytes = 0;
-  c->weight_epoch++;
+  c->graph_epoch++;
 }
 
 /* ---- create / destroy ------------------------------------------------------------ */

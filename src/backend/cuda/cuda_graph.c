@@ -1,9 +1,9 @@
 /* CUDA backend: replayable graphs of the ops queued on the backend's stream
  * (stream capture, relaxed mode so that host-only CUDA calls of the ops — device
  * queries, kernel attributes — stay legal while recording).  A graph remembers
- * the weight-cache epoch it was recorded in: once a device weight copy has been
- * freed (release_weights, an eviction), the pointers baked into it may be stale
- * and graph_launch refuses it. */
+ * the backend's graph epoch it was recorded in: once a device weight copy
+ * (release_weights, an eviction) or a scratch buffer (grown by a larger op) has
+ * been freed, the pointers baked into it may be stale and graph_launch refuses it. */
 #include <cuda_runtime.h>
 #include <stdlib.h>
 
@@ -45,7 +45,7 @@ h3_status h3_cuda_graph_end(h3_backend *be, void **graph) {
     (void)cudaGetLastError();
     return h3_fail(H3_ERR_UNSUPPORTED, "graph: instantiation failed (%s)", cudaGetErrorString(e));
   }
-  cg->epoch = h3_cuda_impl_of(be)->weight_epoch;
+  cg->epoch = h3_cuda_impl_of(be)->graph_epoch;
   *graph = cg;
   return H3_OK;
 }
@@ -55,7 +55,7 @@ h3_status h3_cuda_graph_launch(h3_backend *be, void *graph) {
   cuda_graph *cg = graph;
   if (!cg) return h3_fail(H3_ERR_INVALID, "graph: none");
   H3_TRY(h3_cuda_enter(be, op));
-  if (cg->epoch != h3_cuda_impl_of(be)->weight_epoch)
+  if (cg->epoch != h3_cuda_impl_of(be)->graph_epoch)
     return h3_fail(H3_ERR_INVALID, "graph: recorded before device weight copies were replaced");
   H3_CUDA_TRY(op, cudaGraphLaunch(cg->exec, h3_cuda_stream(be)));
   return H3_OK;

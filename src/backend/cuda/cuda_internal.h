@@ -103,7 +103,7 @@ typedef struct h3_cuda_impl {
   int gemm_mode;     /* 0: cuBLASLt (cublasGemmEx fallback), 1: cublasGemmEx only (H3_CUDA_GEMM=gemmex) */
   int64_t chunk_rows; /* linear: cap on rows per f32-accumulator chunk (H3_CUDA_LINEAR_CHUNK_ROWS, tests); 0 auto */
   uint64_t n_lt, n_ex; /* GEMMs run through cuBLASLt / cublasGemmEx (diagnostics) */
-  uint64_t weight_epoch; /* bumped whenever a device weight copy is freed (graphs made before are stale) */
+  uint64_t graph_epoch; /* bumped whenever device memory a graph may hold is freed: a weight copy, a scratch buffer */
   h3_cuda_buf scratch[H3_CUDA_SCRATCH_SLOTS];
   h3_cuda_wentry *w; /* weight cache, sorted by host (one entry per start address) */
   size_t nw, capw;
