@@ -252,14 +252,14 @@ static span_desc desc_of(const h3_tensor *t) {
   return d;
 }
 
+/* The seed of the next synthetic weight. */
+static uint64_t next_seed(h3_cuda_impl *c) { return 0x5EEDull + 0x9E3779B97F4A7C15ull * ++c->synth_serial; }
+
 /* Device [d, d + bytes) := host [p, p + bytes), or, with synthetic weights,
  * generated values (the host file is never read). */
 static h3_status fill_span(h3_cuda_impl *c, void *d, uintptr_t p, size_t bytes, const span_desc *sd, const char *op) {
   if (!c->synthetic) return copy_h2d(c, d, (const void *)p, bytes, op);
-  size_t es = h3_dtype_size(sd->dt);
-  uint64_t seed = 0x5EEDull + 0x9E3779B97F4A7C15ull * ++c->synth_serial;
-  H3_TRY(h3_cuda_synth_fill(c->stream, d, sd->dt, es ? bytes / es : 0, sd->ndim, sd->last_dim, seed));
-  if (es && bytes % es) H3_CUDA_TRY(op, cudaMemsetAsync((char *)d + bytes / es * es, 0, bytes % es, c->stream));
+  H3_TRY(h3_cuda_synth_fill(c->stream, d, sd->dt, bytes, sd->ndim, sd->last_dim, next_seed(c)));
   return stream_sync(c, op);
 }
 
@@ -276,6 +276,15 @@ static h3_status upload_span(h3_cuda_impl *c, uintptr_t p, size_t bytes, const s
   c->wbytes += bytes;
   *out = d;
   return H3_OK;
+}
+
+/* A new entry for host [p, p + bytes) with its fingerprint (no device copy yet). */
+static h3_cuda_wentry entry_new(uintptr_t p, size_t bytes) {
+  h3_cuda_wentry e = {.host = p, .bytes = bytes};
+  e.nfp = bytes < sizeof e.head ? bytes : sizeof e.head;
+  memcpy(e.head, (const void *)p, e.nfp);
+  memcpy(e.tail, (const void *)(p + bytes - e.nfp), e.nfp);
+  return e;
 }
 
 /* Whether host [p, p + bytes) (p == e->host) still holds what entry e
@@ -325,10 +334,7 @@ static h3_status get_entry(h3_cuda_impl *c, uintptr_t p, size_t bytes, bool want
     i = -1;
   }
   if (i < 0) {
-    h3_cuda_wentry e = {.host = p, .bytes = bytes};
-    e.nfp = bytes < sizeof e.head ? bytes : sizeof e.head;
-    memcpy(e.head, (const void *)p, e.nfp);
-    memcpy(e.tail, (const void *)(p + bytes - e.nfp), e.nfp);
+    h3_cuda_wentry e = entry_new(p, bytes);
     if (want_raw) H3_TRY(upload_span(c, p, bytes, sd, op, name, &e.dev));
     h3_status s = insert_entry(c, pos, &e);
     if (s != H3_OK) {
@@ -395,14 +401,11 @@ h3_status h3_cuda_prefetch(h3_backend *be, const h3_tensor *t) {
     return H3_OK;
   }
   const size_t bytes = n * es;
-  h3_cuda_wentry e = {.host = p, .bytes = bytes};
-  e.nfp = bytes < sizeof e.head ? bytes : sizeof e.head;
-  memcpy(e.head, (const void *)p, e.nfp);
-  memcpy(e.tail, (const void *)(p + bytes - e.nfp), e.nfp);
+  h3_cuda_wentry e = entry_new(p, bytes);
   span_desc sd = desc_of(t);
   h3_cuda_upsrc src = {.src = (const void *)p, .bytes = bytes, .synth = c->synthetic, .dt = sd.dt,
                        .ndim = sd.ndim, .last_dim = sd.last_dim};
-  if (c->synthetic) src.seed = 0x5EEDull + 0x9E3779B97F4A7C15ull * ++c->synth_serial;
+  if (c->synthetic) src.seed = next_seed(c);
   H3_TRY(h3_cuda_uploader_queue(c->uploader, &src, &e.job));
   h3_status s = insert_entry(c, pos, &e);
   if (s != H3_OK) h3_cuda_upjob_drop(c->uploader, e.job);

@@ -206,10 +206,11 @@ void h3_cuda_forget_foreign(void);
 cudaError_t h3_cuda_dev_free(void *p);
 /* cuBLASLt descriptor cache of cuda_linear.c: freed at destroy. */
 void h3_cuda_linear_cache_free(h3_cuda_impl *c);
-/* Synthetic weights (cuda_synth.cu): fill n elements of dtype dt at dst
- * with deterministic pseudo-random values from seed: ndim <= 1: 1 + 0.02 N(0,1);
- * else N(0, 1/last_dim).  Non-float dtypes are zeroed. */
-h3_status h3_cuda_synth_fill(cudaStream_t s, void *dst, h3_dtype dt, size_t n, int ndim, int64_t last_dim,
+/* Synthetic weights (cuda_synth.cu): fill `bytes` at dst, read as elements of
+ * dtype dt, with deterministic pseudo-random values from seed: ndim <= 1:
+ * 1 + 0.02 N(0,1); else N(0, 1/last_dim).  Non-float dtypes and a partial last
+ * element are zeroed. */
+h3_status h3_cuda_synth_fill(cudaStream_t s, void *dst, h3_dtype dt, size_t bytes, int ndim, int64_t last_dim,
                              uint64_t seed);
 /* A 2-D [rows, cols] tensor whose dtype is in `mask` (H3_CUDA_ANY: any sized
  * dtype), unit column stride, row stride >= cols. */

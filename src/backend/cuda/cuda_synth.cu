@@ -24,14 +24,9 @@ __global__ void k_synth_fill(void *dst, int dt, int64_t n, float mean, float sd,
   }
 }
 
-extern "C" h3_status h3_cuda_synth_fill(cudaStream_t s, void *dst, h3_dtype dt, size_t n, int ndim, int64_t last_dim,
-                                        uint64_t seed) {
-  static const char *op = "synthetic weights";
-  if (n == 0) return H3_OK;
-  if (dt != H3_DT_F32 && dt != H3_DT_BF16 && dt != H3_DT_F16) {
-    H3_CUDA_TRY(op, cudaMemsetAsync(dst, 0, n * h3_dtype_size(dt), s));
-    return H3_OK;
-  }
+/* n generated elements of float dtype dt at dst */
+static h3_status launch_fill(cudaStream_t s, void *dst, h3_dtype dt, size_t n, int ndim, int64_t last_dim,
+                             uint64_t seed) {
   float mean = 0.0f, sd;
   if (ndim <= 1) {
     mean = 1.0f;
@@ -42,5 +37,17 @@ extern "C" h3_status h3_cuda_synth_fill(cudaStream_t s, void *dst, h3_dtype dt, 
   int64_t blocks = ((int64_t)n + H3K_THREADS - 1) / H3K_THREADS;
   if (blocks > 65536) blocks = 65536;
   k_synth_fill<<<(unsigned)blocks, H3K_THREADS, 0, s>>>(dst, (int)dt, (int64_t)n, mean, sd, seed);
-  return h3_cuda_launched(op, "k_synth_fill");
+  return h3_cuda_launched("synthetic weights", "k_synth_fill");
+}
+
+extern "C" h3_status h3_cuda_synth_fill(cudaStream_t s, void *dst, h3_dtype dt, size_t bytes, int ndim,
+                                        int64_t last_dim, uint64_t seed) {
+  static const char *op = "synthetic weights";
+  const size_t es = h3_dtype_size(dt), n = es ? bytes / es : 0;
+  if (!es) return H3_OK;
+  const bool fl = dt == H3_DT_F32 || dt == H3_DT_BF16 || dt == H3_DT_F16;
+  if (fl && n > 0) H3_TRY(launch_fill(s, dst, dt, n, ndim, last_dim, seed));
+  const size_t filled = fl ? n * es : 0; /* the rest (other dtypes, a partial last element) is zeroed */
+  if (bytes > filled) H3_CUDA_TRY(op, cudaMemsetAsync((char *)dst + filled, 0, bytes - filled, s));
+  return H3_OK;
 }

@@ -42,13 +42,10 @@ struct h3_cuda_uploader {
   uint64_t n_jobs, n_bytes;
 };
 
+/* (no cached static: the copy threads call this at the same time; sysconf reads a libc value) */
 static size_t page_size(void) {
-  static size_t ps;
-  if (!ps) {
-    long v = sysconf(_SC_PAGESIZE);
-    ps = v > 0 ? (size_t)v : 4096;
-  }
-  return ps;
+  const long v = sysconf(_SC_PAGESIZE);
+  return v > 0 ? (size_t)v : 4096;
 }
 
 #ifndef MADV_POPULATE_READ
@@ -92,12 +89,10 @@ static bool run_job(h3_cuda_uploader *u, h3_cuda_upjob *j) {
   }
   h3_cuda_track(u->c, j->dev, bytes);
   if (s->synth) {
-    const size_t es = h3_dtype_size(s->dt);
-    if (h3_cuda_synth_fill(u->stream, j->dev, s->dt, es ? s->bytes / es : 0, s->ndim, s->last_dim, s->seed) != H3_OK) {
+    if (h3_cuda_synth_fill(u->stream, j->dev, s->dt, s->bytes, s->ndim, s->last_dim, s->seed) != H3_OK) {
       snprintf(j->err, sizeof j->err, "%s", h3_last_error());
       return false;
     }
-    if (es && s->bytes % es) e = cudaMemsetAsync((char *)j->dev + s->bytes / es * es, 0, s->bytes % es, u->stream);
   } else {
     size_t off = 0;
     read_ahead(s->src, s->bytes < 2 * UP_STAGE_BYTES ? s->bytes : 2 * UP_STAGE_BYTES);
