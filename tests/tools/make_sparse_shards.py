@@ -73,8 +73,30 @@ def shapes_from_config(cfg):
     return shape
 
 
-def main():
-    src, dst = sys.argv[1], sys.argv[2]
+def write_sparse(path, tensors):
+    """tensors: {name: (dtype, shape)} -> one safetensors file (names sorted) whose data is a hole of the right
+    size (no data blocks written); returns the data bytes."""
+    header, off = {}, 0
+    for name in sorted(tensors):
+        dt, shape = tensors[name]
+        n = 1
+        for d in shape:
+            n *= d
+        nbytes = n * {"F32": 4, "BF16": 2, "F16": 2}[dt]
+        header[name] = {"dtype": dt, "shape": list(shape), "data_offsets": [off, off + nbytes]}
+        off += nbytes
+    blob = json.dumps(header, separators=(",", ":")).encode()
+    blob += b" " * (-len(blob) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(blob)))
+        f.write(blob)
+        f.truncate(8 + len(blob) + off)
+    return off
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    src, dst = argv[0], argv[1]
     os.makedirs(dst, exist_ok=True)
     cfg = json.load(open(os.path.join(src, "config.json")))
     shutil.copy(os.path.join(src, "config.json"), os.path.join(dst, "config.json"))
@@ -86,23 +108,8 @@ def main():
         shards.setdefault(shard, []).append(name)
     total = 0
     for shard, names in sorted(shards.items()):
-        header, off = {}, 0
-        for name in sorted(names):
-            s = shape(name)
-            n = 1
-            for d in s:
-                n *= d
-            dt = "F32" if name.startswith(FP32_PREFIXES) else "BF16"
-            nbytes = n * (4 if dt == "F32" else 2)
-            header[name] = {"dtype": dt, "shape": s, "data_offsets": [off, off + nbytes]}
-            off += nbytes
-        total += off
-        blob = json.dumps(header, separators=(",", ":")).encode()
-        blob += b" " * (-len(blob) % 8)
-        with open(os.path.join(dst, shard), "wb") as f:
-            f.write(struct.pack("<Q", len(blob)))
-            f.write(blob)
-            f.truncate(8 + len(blob) + off)  # a hole: no data blocks written
+        tensors = {n: ("F32" if n.startswith(FP32_PREFIXES) else "BF16", shape(n)) for n in names}
+        total += write_sparse(os.path.join(dst, shard), tensors)
     with open(os.path.join(dst, index_name), "w") as f:
         json.dump({"metadata": {"total_size": total}, "weight_map": index["weight_map"]}, f)
     print(f"{len(shards)} shards, {total} data bytes")

@@ -9,7 +9,8 @@ usage: make_sparse_snapshot.py META_DIR DST_ROOT
             tools/device/prep_real_shape.sh puts in .devsnap/meta for the device machine)
 
 Components written (the layout the engine's locators search):
-  FL2VA/transformer/  the DiT, from its index (tests/tools/make_sparse_shards.py: shapes from the config)
+  FL2VA/transformer/  the DiT, from its index (tests/tools/make_sparse_shards.py: shapes from the config;
+                      its write_sparse writes every file here)
   text_encoder/       Qwen3-VL language-model tensors from the index (the vision tower is not needed),
                       shapes from text_config, BF16
   tokenizer/          vocab.json, merges.txt, tokenizer_config.json (copied)
@@ -18,37 +19,17 @@ Components written (the layout the engine's locators search):
   audio_vae/          the BigVGAN decoder as one file, names and shapes from the config
                       (tools/audio_vae_shapes.py, shared with tools/toy/make_templates.py), F32
 """
-import importlib.util
 import json
 import os
 import re
 import shutil
-import struct
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "tools"))
 from audio_vae_shapes import decoder_shapes  # noqa: E402
-
-
-def write_sparse(path, tensors):
-    """tensors: {name: (dtype, shape)} -> one safetensors file whose data is a hole."""
-    header, off = {}, 0
-    for name in sorted(tensors):
-        dt, shape = tensors[name]
-        n = 1
-        for d in shape:
-            n *= d
-        nbytes = n * {"F32": 4, "BF16": 2, "F16": 2}[dt]
-        header[name] = {"dtype": dt, "shape": list(shape), "data_offsets": [off, off + nbytes]}
-        off += nbytes
-    blob = json.dumps(header, separators=(",", ":")).encode()
-    blob += b" " * (-len(blob) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(blob)))
-        f.write(blob)
-        f.truncate(8 + len(blob) + off)
-    return off
+from make_sparse_shards import main as dit_shards, write_sparse  # noqa: E402
 
 
 def write_indexed(src_dir, dst_dir, index_name, tensors):
@@ -75,17 +56,21 @@ def copy(src_dir, dst_dir, names):
 
 
 def dit(meta, dst):
-    spec = importlib.util.spec_from_file_location("mss", os.path.join(HERE, "..", "..", "tests", "tools",
-                                                                      "make_sparse_shards.py"))
-    mss = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mss)
-    argv = sys.argv
-    sys.argv = ["make_sparse_shards.py", os.path.join(meta, "FL2VA", "transformer"),
-                os.path.join(dst, "FL2VA", "transformer")]
-    try:
-        mss.main()
-    finally:
-        sys.argv = argv
+    dit_shards([os.path.join(meta, "FL2VA", "transformer"), os.path.join(dst, "FL2VA", "transformer")])
+
+
+def pick(weight_map, dtype, top, block_re, block):
+    """{name: (dtype, shape)} for the index names that are in `top` or match `block_re` with a suffix in
+    `block` (both {name or suffix: shape}); other names are left out."""
+    t = {}
+    for name in weight_map:
+        if name in top:
+            t[name] = (dtype, top[name])
+            continue
+        m = re.match(block_re, name)
+        if m:
+            t[name] = (dtype, block[m.group(1)])
+    return t
 
 
 def text_encoder(meta, dst):
@@ -100,16 +85,8 @@ def text_encoder(meta, dst):
            "self_attn.q_norm.weight": [D], "self_attn.k_norm.weight": [D],
            "mlp.gate_proj.weight": [I, H], "mlp.up_proj.weight": [I, H], "mlp.down_proj.weight": [H, I]}
     index = json.load(open(os.path.join(src, "model.safetensors.index.json")))
-    t = {}
-    for name in index["weight_map"]:
-        if name == "model.language_model.embed_tokens.weight":
-            t[name] = ("BF16", [V, H])
-        elif name == "model.language_model.norm.weight":
-            t[name] = ("BF16", [H])
-        else:
-            m = re.match(r"^model\.language_model\.layers\.\d+\.(.*)$", name)
-            if m:
-                t[name] = ("BF16", per[m.group(1)])
+    top = {"model.language_model.embed_tokens.weight": [V, H], "model.language_model.norm.weight": [H]}
+    t = pick(index["weight_map"], "BF16", top, r"^model\.language_model\.layers\.\d+\.(.*)$", per)
     return write_indexed(src, out, "model.safetensors.index.json", t)
 
 
@@ -137,14 +114,7 @@ def video_vae(meta, dst):
            "ff.net.2.weight": [D, F], "ff.net.2.bias": [D], "norm1.weight": [D], "norm2.weight": [D],
            "scale1": [D], "scale2": [D]}
     index = json.load(open(os.path.join(src, "diffusion_pytorch_model.safetensors.index.json")))
-    t = {}
-    for name in index["weight_map"]:
-        if name in top:
-            t[name] = ("F32", top[name])
-            continue
-        m = re.match(r"^decoder\.transformer_blocks\.\d+\.(.*)$", name)
-        if m:
-            t[name] = ("F32", blk[m.group(1)])
+    t = pick(index["weight_map"], "F32", top, r"^decoder\.transformer_blocks\.\d+\.(.*)$", blk)
     return write_indexed(src, out, "diffusion_pytorch_model.safetensors.index.json", t)
 
 
