@@ -5,6 +5,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+#include <stdio.h>
+
 #include "bench_fill.h"
 #include "core/error.h"
 
@@ -61,4 +64,22 @@ void h3b_wpool_free(h3b_wpool *wp) {
   free(wp->ptr);
   wp->ptr = NULL;
   wp->n = wp->cap = 0;
+}
+
+json_t *h3b_jnum(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+void h3b_json_times(json_t *o, const double *times, int n, double median_s, int from_warmup, double tflops) {
+  json_t *t = json_array();
+  for (int k = 0; k < n; k++) json_array_append_new(t, h3b_jnum(times[k]));
+  json_object_set_new(o, "times_s", t);
+  json_object_set_new(o, "median_s", h3b_jnum(median_s));
+  json_object_set_new(o, "median_from_warmup", json_boolean(from_warmup));
+  json_object_set_new(o, "tflops", h3b_jnum(tflops));
+}
+
+void h3b_json_write(json_t *root, const char *path, const char *prog) {
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  if (json_dump_file(root, tmp, JSON_INDENT(2)) != 0 || rename(tmp, path) != 0)
+    fprintf(stderr, "%s: cannot write %s\n", prog, path);
 }

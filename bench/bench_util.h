@@ -26,6 +26,15 @@ typedef struct h3b_wpool {
   uint64_t seed; /* of the next tensor; incremented per tensor */
 } h3b_wpool;
 
+/* Results JSON (jansson): a number, or null when not finite; the timing fields
+ * times_s, median_s, median_from_warmup and tflops of one measurement, added to
+ * o in that order; and the file written through PATH.tmp + rename, so a run
+ * killed mid-write leaves the previous version (prog names the message). */
+struct json_t;
+struct json_t *h3b_jnum(double v);
+void h3b_json_times(struct json_t *o, const double *times, int n, double median_s, int from_warmup, double tflops);
+void h3b_json_write(struct json_t *root, const char *path, const char *prog);
+
 /* A backend-allocated tensor, [d0] (d1 == 0) or [d0, d1], values mean + std * N(0, 1). */
 h3_status h3b_wtensor(h3b_wpool *wp, h3_dtype dt, int64_t d0, int64_t d1, float mean, float std, h3_tensor *out);
 /* Frees every tensor of the pool. */

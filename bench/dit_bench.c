@@ -432,7 +432,6 @@ typedef struct report {
   int nres;
 } report;
 
-static json_t *jnum(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
 static void write_json(const report *rp) {
   json_t *root = json_object();
@@ -443,14 +442,14 @@ static void write_json(const report *rp) {
   json_object_set_new(root, "config", json_string(rp->config));
   json_object_set_new(root, "precision", json_string("bf16"));
   json_object_set_new(root, "params", json_integer(rp->params));
-  json_object_set_new(root, "weight_bytes", jnum(rp->weight_bytes));
-  json_object_set_new(root, "weight_fill_s", jnum(rp->fill_s));
+  json_object_set_new(root, "weight_bytes", h3b_jnum(rp->weight_bytes));
+  json_object_set_new(root, "weight_fill_s", h3b_jnum(rp->fill_s));
   json_t *g = json_object();
   json_object_set_new(g, "m", json_integer((json_int_t)rp->gemm_n));
   json_object_set_new(g, "n", json_integer((json_int_t)rp->gemm_n));
   json_object_set_new(g, "k", json_integer((json_int_t)rp->gemm_n));
-  json_object_set_new(g, "seconds", jnum(rp->gemm_s));
-  json_object_set_new(g, "tflops", jnum(rp->gemm_tflops));
+  json_object_set_new(g, "seconds", h3b_jnum(rp->gemm_s));
+  json_object_set_new(g, "tflops", h3b_jnum(rp->gemm_tflops));
   json_object_set_new(g, "status", json_string(rp->gemm_status));
   json_object_set_new(root, "gemm", g);
   json_t *arr = json_array();
@@ -468,32 +467,23 @@ static void write_json(const report *rp) {
     json_object_set_new(o, "latent_height", json_integer(r->lh));
     json_object_set_new(o, "latent_width", json_integer(r->lw));
     json_object_set_new(o, "audio_latents", json_integer(r->A));
-    json_object_set_new(o, "flops", jnum(r->flops));
-    json_object_set_new(o, "warmup_s", jnum(r->warmup_s));
-    json_t *t = json_array();
-    for (int k = 0; k < r->n_times; k++) json_array_append_new(t, jnum(r->times[k]));
-    json_object_set_new(o, "times_s", t);
-    json_object_set_new(o, "median_s", jnum(r->median_s));
-    json_object_set_new(o, "median_from_warmup", json_boolean(r->from_warmup));
-    json_object_set_new(o, "tflops", jnum(r->tflops));
-    json_object_set_new(o, "floor_s", jnum(r->floor_s));
+    json_object_set_new(o, "flops", h3b_jnum(r->flops));
+    json_object_set_new(o, "warmup_s", h3b_jnum(r->warmup_s));
+    h3b_json_times(o, r->times, r->n_times, r->median_s, r->from_warmup, r->tflops);
+    json_object_set_new(o, "floor_s", h3b_jnum(r->floor_s));
     json_object_set_new(o, "nonfinite_outputs", json_integer(r->nonfinite));
-    json_object_set_new(o, "output_rms", jnum(r->out_rms));
+    json_object_set_new(o, "output_rms", h3b_jnum(r->out_rms));
     json_object_set_new(o, "gpus", json_integer(r->gpus));
     if (r->gpus > 1) {
-      json_object_set_new(o, "single_gpu_warmup_s", jnum(r->single_warmup_s));
-      json_object_set_new(o, "single_gpu_s", jnum(r->single_s));
-      json_object_set_new(o, "speedup", jnum(r->speedup));
-      json_object_set_new(o, "rel_l2_vs_single_gpu", jnum(r->sp_rel_l2));
+      json_object_set_new(o, "single_gpu_warmup_s", h3b_jnum(r->single_warmup_s));
+      json_object_set_new(o, "single_gpu_s", h3b_jnum(r->single_s));
+      json_object_set_new(o, "speedup", h3b_jnum(r->speedup));
+      json_object_set_new(o, "rel_l2_vs_single_gpu", h3b_jnum(r->sp_rel_l2));
     }
     json_array_append_new(arr, o);
   }
   json_object_set_new(root, "shapes", arr);
-  /* through a temporary file, so a run killed mid-write leaves the previous version */
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp", rp->path);
-  if (json_dump_file(root, tmp, JSON_INDENT(2)) != 0 || rename(tmp, rp->path) != 0)
-    fprintf(stderr, "dit_bench: cannot write %s\n", rp->path);
+  h3b_json_write(root, rp->path, "dit_bench");
   json_decref(root);
 }
 

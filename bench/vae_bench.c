@@ -4,8 +4,9 @@
  *
  *   vae_bench [options] OUT.json
  *     --device NAME     backend: cuda (default), cuda:N or cpu
- *     --config NAME     release (default: the snapshot's vae/config.json,
- *                       embedded verbatim below) or tiny (a toy decoder with
+ *     --config NAME     release (default: the snapshot's vae/config.json, made
+ *                       as the toy template with the released sizes, see
+ *                       release_config) or tiny (a toy decoder with
  *                       the same geometry rules, for checking this program on
  *                       the CPU)
  *     --config-file P   read the config from a file instead (diffusers
@@ -290,7 +291,6 @@ typedef struct report {
   char batch_check[256];
 } report;
 
-static json_t *jnum(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
 static void write_json(const report *rp) {
   json_t *root = json_object();
@@ -305,8 +305,8 @@ static void write_json(const report *rp) {
                                                          : "f32 weights and activations (as h3 generate)"));
   json_object_set_new(root, "dtype", json_string(rp->dtype));
   json_object_set_new(root, "params", json_integer(rp->params));
-  json_object_set_new(root, "weight_bytes", jnum(rp->weight_bytes));
-  json_object_set_new(root, "weight_fill_s", jnum(rp->fill_s));
+  json_object_set_new(root, "weight_bytes", h3b_jnum(rp->weight_bytes));
+  json_object_set_new(root, "weight_fill_s", h3b_jnum(rp->fill_s));
   json_object_set_new(root, "tile_batch_option", json_integer(rp->tile_batch));
   const geom *g = &rp->g;
   char shape[64];
@@ -325,30 +325,22 @@ static void write_json(const report *rp) {
   json_object_set_new(root, "tiles", json_pack("[II]", (json_int_t)g->tiles_y, (json_int_t)g->tiles_x));
   json_object_set_new(root, "decoder_calls", json_integer(g->calls));
   json_object_set_new(root, "tokens_per_call", json_integer(g->P));
-  json_object_set_new(root, "flops", jnum(g->flops));
+  json_object_set_new(root, "flops", h3b_jnum(g->flops));
   json_object_set_new(root, "warmup", json_string(rp->warmup));
-  json_object_set_new(root, "warmup_s", jnum(rp->warmup_s));
-  json_object_set_new(root, "estimated_decode_s_from_small_warmup", jnum(rp->est_s));
-  json_t *t = json_array();
-  for (int k = 0; k < rp->n_times; k++) json_array_append_new(t, jnum(rp->times[k]));
-  json_object_set_new(root, "times_s", t);
-  json_object_set_new(root, "median_s", jnum(rp->median_s));
-  json_object_set_new(root, "median_from_warmup", json_boolean(rp->from_warmup));
-  json_object_set_new(root, "tflops", jnum(rp->tflops));
-  json_object_set_new(root, "peak_device_used_bytes", jnum(rp->mem_peak));
-  json_object_set_new(root, "device_used_before_bytes", jnum(rp->mem_before));
-  json_object_set_new(root, "device_total_bytes", jnum(rp->mem_total));
+  json_object_set_new(root, "warmup_s", h3b_jnum(rp->warmup_s));
+  json_object_set_new(root, "estimated_decode_s_from_small_warmup", h3b_jnum(rp->est_s));
+  h3b_json_times(root, rp->times, rp->n_times, rp->median_s, rp->from_warmup, rp->tflops);
+  json_object_set_new(root, "peak_device_used_bytes", h3b_jnum(rp->mem_peak));
+  json_object_set_new(root, "device_used_before_bytes", h3b_jnum(rp->mem_before));
+  json_object_set_new(root, "device_total_bytes", h3b_jnum(rp->mem_total));
   json_object_set_new(root, "memory_measure", json_string("device-wide used memory (cudaMemGetInfo), polled every 2 ms "
                                                           "during warm-up and timed decodes"));
-  json_object_set_new(root, "peak_rss_bytes", jnum(rp->rss_peak));
+  json_object_set_new(root, "peak_rss_bytes", h3b_jnum(rp->rss_peak));
   json_object_set_new(root, "nonfinite_outputs", json_integer(rp->nonfinite));
-  json_object_set_new(root, "output_mean", jnum(rp->out_mean));
-  json_object_set_new(root, "output_rms", jnum(rp->out_rms));
+  json_object_set_new(root, "output_mean", h3b_jnum(rp->out_mean));
+  json_object_set_new(root, "output_rms", h3b_jnum(rp->out_rms));
   json_object_set_new(root, "batching_check", json_string(rp->batch_check));
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp", rp->path);
-  if (json_dump_file(root, tmp, JSON_INDENT(2)) != 0 || rename(tmp, rp->path) != 0)
-    fprintf(stderr, "vae_bench: cannot write %s\n", rp->path);
+  h3b_json_write(root, rp->path, "vae_bench");
   json_decref(root);
 }
 
