@@ -643,14 +643,12 @@ static h3_status cuda_mem_stats(h3_backend *be, bool reset_peak, h3_backend_mem 
   H3_CUDA_TRY("memory stats", cudaMemGetInfo(&fr, &tot));
   out->device_total = tot;
   out->device_used = tot - fr;
-  out->alloc_now = c->dev_bytes;
-  out->alloc_peak = c->dev_peak;
+  h3_cuda_dev_usage(c, reset_peak, &out->alloc_now, &out->alloc_peak);
   out->weights = c->wbytes;
   uint64_t jobs = 0, bytes = 0;
-  if (c->uploader) h3_cuda_uploader_counts(c->uploader, &jobs, &bytes);
+  h3_cuda_prefetch_counts(be, &jobs, &bytes);
   out->bg_uploads = (size_t)jobs;
   out->bg_bytes = (size_t)bytes;
-  if (reset_peak) c->dev_peak = c->dev_bytes;
   return H3_OK;
 }
 

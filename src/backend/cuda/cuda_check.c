@@ -90,6 +90,14 @@ static void account(h3_cuda_impl *c, size_t bytes, bool add) {
   }
 }
 
+void h3_cuda_dev_usage(h3_cuda_impl *c, bool reset_peak, size_t *now, size_t *peak) {
+  pthread_mutex_lock(&g_reg_mu);
+  *now = c->dev_bytes;
+  *peak = c->dev_peak;
+  if (reset_peak) c->dev_peak = c->dev_bytes;
+  pthread_mutex_unlock(&g_reg_mu);
+}
+
 void h3_cuda_track(h3_cuda_impl *c, void *p, size_t bytes) {
   if (!p) return;
   uintptr_t lo = (uintptr_t)p;

@@ -113,7 +113,7 @@ typedef struct h3_cuda_impl {
   size_t stage_bytes;
   int *flag;         /* device int: H3_CUDA_FLAG_* of the first bad index */
   int sm_count;
-  size_t dev_bytes, dev_peak; /* device bytes this backend holds through tracked allocations, high-water */
+  size_t dev_bytes, dev_peak; /* device bytes held through tracked allocations, high-water (under the registry lock: h3_cuda_dev_usage) */
   void *lt_cache;    /* cuBLASLt descriptors + algorithms by problem (cuda_linear.c) */
   bool synthetic;    /* H3_SYNTHETIC_WEIGHTS=1: host weights are replaced by generated values */
   uint64_t synth_serial;
@@ -204,6 +204,9 @@ void h3_cuda_untrack(void *p);
 void h3_cuda_untrack_owner(h3_cuda_impl *c);
 void h3_cuda_forget_foreign(void);
 cudaError_t h3_cuda_dev_free(void *p);
+/* c's tracked device bytes now and at their high-water (then reset to now when
+ * reset_peak), read under the registry's lock: the uploader thread allocates too. */
+void h3_cuda_dev_usage(h3_cuda_impl *c, bool reset_peak, size_t *now, size_t *peak);
 /* cuBLASLt descriptor cache of cuda_linear.c: freed at destroy. */
 void h3_cuda_linear_cache_free(h3_cuda_impl *c);
 /* Synthetic weights (cuda_synth.cu): fill `bytes` at dst, read as elements of
