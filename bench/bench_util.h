@@ -1,5 +1,5 @@
 /* Pieces shared by the benchmark programs (dit_bench, vae_bench): a monotonic
- * clock, the median of a few timings, and a pool of synthetic weight tensors
+ * clock (core/clock.h), the median of a few timings, and a pool of synthetic weight tensors
  * allocated through a backend and filled with N(mean, std) values (on the GPU
  * by bench_fill.cu's kernel, else on the host), with deterministic seeds so
  * two pools made in the same order hold the same values. */
@@ -10,8 +10,8 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "core/clock.h" /* h3_now_s */
 
-double h3b_now_s(void);
 /* Median of v[0..n) (at most the first 64); NAN when n <= 0. */
 double h3b_median(const double *v, int n);
 static inline float h3b_inv_sqrt(int64_t n) { return (float)(1.0 / __builtin_sqrt((double)n)); }

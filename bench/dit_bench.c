@@ -206,10 +206,10 @@ static h3_status gemm_rate(h3_backend *be, int64_t n, int iters, double *seconds
   be->emulate_bf16 = true;
   for (int i = 0; i < 10 && s == H3_OK; i++) s = be->ops->linear(be, &x, &w, NULL, &y); /* warm-up, clocks up */
   if (s == H3_OK) s = be->ops->sync(be);
-  double t0 = h3b_now_s();
+  double t0 = h3_now_s();
   for (int i = 0; i < iters && s == H3_OK; i++) s = be->ops->linear(be, &x, &w, NULL, &y);
   if (s == H3_OK) s = be->ops->sync(be);
-  double dt = (h3b_now_s() - t0) / iters;
+  double dt = (h3_now_s() - t0) / iters;
   be->emulate_bf16 = saved;
   h3b_wpool_free(&wp);
   H3_TRY(s);
@@ -339,21 +339,21 @@ static h3_status bench_shape(h3_backend *be, const h3_dit_config *c, const h3_di
   printf("  %s: S=%lld (video %lld, audio %lld, text %lld), K=%lld, %.3f PFLOP: warm-up...\n", r->name,
          (long long)r->S, (long long)r->Nv, (long long)r->Na, (long long)r->Nt, (long long)r->K, r->flops / 1e15);
   fflush(stdout);
-  double t0 = h3b_now_s();
+  double t0 = h3_now_s();
   s = FWD();
-  r->warmup_s = h3b_now_s() - t0;
+  r->warmup_s = h3_now_s() - t0;
   if (s != H3_OK) goto done;
   int n = iters;
   if (deadline > 0) { /* as many as fit before the deadline, at the warm-up's pace */
-    double avail = deadline - h3b_now_s();
+    double avail = deadline - h3_now_s();
     int fit = avail > 0 ? (int)(avail / r->warmup_s) : 0;
     if (fit < n) n = fit;
   }
   if (n > 64) n = 64;
   for (int i = 0; i < n; i++) {
-    t0 = h3b_now_s();
+    t0 = h3_now_s();
     s = FWD();
-    r->times[i] = h3b_now_s() - t0;
+    r->times[i] = h3_now_s() - t0;
     if (s != H3_OK) goto done;
     r->n_times = i + 1;
     printf("    forward %d: %.3f s\n", i + 1, r->times[i]);
@@ -386,13 +386,13 @@ static h3_status bench_shape(h3_backend *be, const h3_dit_config *c, const h3_di
       goto done;
     }
     printf("    one GPU: warm-up...\n");
-    t0 = h3b_now_s();
+    t0 = h3_now_s();
     s = h3_dit_forward(m, &in, v1, a1);
-    r->single_warmup_s = h3b_now_s() - t0;
+    r->single_warmup_s = h3_now_s() - t0;
     if (s != H3_OK) goto done;
-    t0 = h3b_now_s();
+    t0 = h3_now_s();
     s = h3_dit_forward(m, &in, v1, a1);
-    r->single_s = h3b_now_s() - t0;
+    r->single_s = h3_now_s() - t0;
     if (s != H3_OK) goto done;
     r->speedup = r->single_s / r->median_s;
     double ev = rel_l2(vout, v1, r->Nv * P), ea = rel_l2(aout, a1, r->Na * A);
@@ -513,7 +513,7 @@ static int usage(void) {
 }
 
 int main(int argc, char **argv) {
-  const double t_start = h3b_now_s();
+  const double t_start = h3_now_s();
   const char *device = "cuda", *config = "release", *json_path = NULL;
   shape shapes[16] = {{512, 512, 22}, {960, 544, 124}, {1344, 768, 124}};
   int nshapes = 3, iters = 3;
@@ -621,9 +621,9 @@ int main(int argc, char **argv) {
   /* 2. weights, filled on the device */
   h3b_wpool wp = {.be = be, .on_device = !strcmp(be->name, "cuda"), .seed = 1};
   h3_dit_weights w;
-  double t0 = h3b_now_s();
+  double t0 = h3_now_s();
   s = make_weights(&wp, &cfg, &w);
-  rp.fill_s = h3b_now_s() - t0;
+  rp.fill_s = h3_now_s() - t0;
   rp.weight_bytes = (double)wp.bytes;
   int rc = 0;
   if (s != H3_OK) {
@@ -678,7 +678,7 @@ int main(int argc, char **argv) {
   /* 3. shapes */
   for (int i = 0; i < nshapes && s == H3_OK; i++) {
     result *r = &res[i];
-    if (deadline > 0 && h3b_now_s() >= deadline) {
+    if (deadline > 0 && h3_now_s() >= deadline) {
       snprintf(r->status, sizeof r->status, "skipped: time budget spent");
       printf("  %s: skipped (time budget spent)\n", r->name);
       write_json(&rp);

@@ -363,7 +363,7 @@ static double rss_peak_bytes(void) {
 static void randn_host(float *p, size_t n, uint64_t seed) { h3_bench_fill_normal_host(p, 0, n, 0.0f, 1.0f, seed); }
 
 int main(int argc, char **argv) {
-  const double t_start = h3b_now_s();
+  const double t_start = h3_now_s();
   const char *device = "cuda", *config = "release", *config_file = NULL, *json_path = NULL, *dtype = "f32";
   const char *warmup = "full";
   long long width = 1344, height = 768, frames = 124, tile_batch = 0;
@@ -465,9 +465,9 @@ int main(int argc, char **argv) {
   h3b_wpool wp = {.be = be, .on_device = on_cuda, .seed = 1};
   h3_vvae_weights w;
   const h3_dtype wdt = !strcmp(dtype, "bf16") ? H3_DT_BF16 : H3_DT_F32;
-  double t0 = h3b_now_s();
+  double t0 = h3_now_s();
   s = make_weights(&wp, &cfg, wdt, &w);
-  rp.fill_s = h3b_now_s() - t0;
+  rp.fill_s = h3_now_s() - t0;
   rp.weight_bytes = (double)wp.bytes;
   float *lat = NULL, *out = NULL, *out2 = NULL;
   poller pol;
@@ -519,9 +519,9 @@ int main(int argc, char **argv) {
         printf("warm-up (small: %lldx%lldx%lldf, %lld call): ", (long long)sg.width, (long long)sg.height,
                (long long)sg.frames, (long long)sg.calls);
         fflush(stdout);
-        t0 = h3b_now_s();
+        t0 = h3_now_s();
         s = h3_vvae_decode(be, &w, &opts, sl, 1, sg.T, sg.lh, sg.lw, so);
-        rp.warmup_s = h3b_now_s() - t0;
+        rp.warmup_s = h3_now_s() - t0;
         if (s == H3_OK) {
           rp.est_s = rp.warmup_s * (double)g->calls / (double)(sg.calls ? sg.calls : 1);
           printf("%.3f s (a full decode at this pace: ~%.1f s, an overestimate: first-use costs included)\n",
@@ -534,9 +534,9 @@ int main(int argc, char **argv) {
   } else if (!strcmp(warmup, "full")) {
     printf("warm-up (full): ");
     fflush(stdout);
-    t0 = h3b_now_s();
+    t0 = h3_now_s();
     s = h3_vvae_decode(be, &w, &opts, lat, 1, g->T, g->lh, g->lw, out);
-    rp.warmup_s = h3b_now_s() - t0;
+    rp.warmup_s = h3_now_s() - t0;
     if (s == H3_OK) printf("%.3f s\n", rp.warmup_s);
   }
   if (on_cuda) rp.mem_peak = (double)poller_peak(&pol);
@@ -551,13 +551,13 @@ int main(int argc, char **argv) {
   /* 5. timed decodes */
   double last = !strcmp(warmup, "full") ? rp.warmup_s : 0.0;
   for (int i = 0; i < runs; i++) {
-    if (deadline > 0 && last > 0 && h3b_now_s() + last > deadline) {
+    if (deadline > 0 && last > 0 && h3_now_s() + last > deadline) {
       printf("  (time budget: %d of %d timed decodes)\n", i, runs);
       break;
     }
-    t0 = h3b_now_s();
+    t0 = h3_now_s();
     s = h3_vvae_decode(be, &w, &opts, lat, 1, g->T, g->lh, g->lw, out);
-    double dt = h3b_now_s() - t0;
+    double dt = h3_now_s() - t0;
     if (s != H3_OK) {
       fprintf(stderr, "vae_bench: decode %d: %s\n", i + 1, h3_last_error());
       snprintf(rp.status, sizeof rp.status, "error: decode: %.460s", h3_last_error());
@@ -607,9 +607,9 @@ int main(int argc, char **argv) {
     } else {
       h3_vvae_decode_opts o1 = opts;
       o1.tile_batch = 1;
-      t0 = h3b_now_s();
+      t0 = h3_now_s();
       s = h3_vvae_decode(be, &w, &o1, lat, 1, g->T, g->lh, g->lw, out2);
-      double dt = h3b_now_s() - t0;
+      double dt = h3_now_s() - t0;
       if (s != H3_OK) {
         snprintf(rp.batch_check, sizeof rp.batch_check, "error: %.200s", h3_last_error());
         rc = 1;

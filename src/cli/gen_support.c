@@ -18,12 +18,6 @@
 #include "model/toy_model.h"
 #include "pipeline/profile.h"
 
-double h3_now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 uint64_t h3_random_seed(void) {
   uint32_t v = 0;
   int fd = open("/dev/urandom", O_RDONLY);

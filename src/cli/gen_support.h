@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "core/clock.h"
 #include "pipeline/generate.h"
 
 typedef struct h3_gen_session {
@@ -46,7 +47,6 @@ void h3_gen_session_release_text(h3_gen_session *s);
 h3_status h3_write_clip_safetensors(const char *path, const h3_gen_result *r, const char *prompt);
 
 uint64_t h3_random_seed(void);
-double h3_now_s(void);
 /* Whole file ('-' = stdin), trailing newlines removed; empty is an error. */
 h3_status h3_read_prompt_file(const char *path, char **out);
 /* outputs/<YYYYmmdd>_<HHMMSS>-<slug>.mp4, folder created. */

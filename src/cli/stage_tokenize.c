@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "model/tokenizer.h"
@@ -18,7 +19,6 @@ static double clock_s(clockid_t id) {
   clock_gettime(id, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
-static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
 static double cpu_s(void) { return clock_s(CLOCK_PROCESS_CPUTIME_ID); }
 
 static void usage(FILE *f) {
@@ -85,11 +85,11 @@ int h3_stage_tokenize(int argc, char **argv) {
   size_t lcap = 0, ocap = 0;
   h3_tokenizer *tok = NULL;
   FILE *in = stdin, *out = stdout;
-  double t0 = now_s();
+  double t0 = h3_now_s();
   if (h3_tokenizer_locate(model, &folder) != H3_OK) goto done;
   if (h3_tokenizer_load(folder, &tok) != H3_OK) goto done;
   H3_LOGD("tokenizer: %s (%zu ids), loaded in %.3f s", h3_tokenizer_source(tok), h3_tokenizer_vocab_size(tok),
-          now_s() - t0);
+          h3_now_s() - t0);
   if (inp && strcmp(inp, "-") && !(in = fopen(inp, "rb"))) {
     h3_fail(H3_ERR_IO, "%s: cannot open for reading", inp);
     in = NULL;
@@ -106,7 +106,7 @@ int h3_stage_tokenize(int argc, char **argv) {
   int flush_each = fstat(fileno(in), &st) != 0 || !S_ISREG(st.st_mode);
   size_t lineno = 0, text_bytes = 0, n_ids = 0;
   ssize_t got;
-  double t1 = now_s(), c1 = cpu_s();
+  double t1 = h3_now_s(), c1 = cpu_s();
   while ((got = getline(&line, &lcap, in)) >= 0) {
     lineno++;
     json_error_t e;
@@ -142,7 +142,7 @@ int h3_stage_tokenize(int argc, char **argv) {
     h3_fail(H3_ERR_IO, "%s: write failed", out_name);
     goto done;
   }
-  double dt = now_s() - t1, dc = cpu_s() - c1;
+  double dt = h3_now_s() - t1, dc = cpu_s() - c1;
   H3_LOGD("tokenized %zu lines, %zu text bytes -> %zu ids in %.3f s wall (%.2f MB/s), %.3f s CPU (%.2f MB/s)",
           lineno, text_bytes, n_ids, dt, dt > 0 ? (double)text_bytes / 1048576.0 / dt : 0.0, dc,
           dc > 0 ? (double)text_bytes / 1048576.0 / dc : 0.0);

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "model/dit_group.h"
 #include "pipeline/layout.h"
@@ -14,12 +15,6 @@
 const char *h3_gen_phase_name(h3_gen_phase p) {
   static const char *n[] = {"setup", "denoise", "video decode", "audio decode"};
   return p < H3_PHASE_COUNT ? n[p] : "?";
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 void h3_gen_result_free(h3_gen_result *r) {
@@ -59,7 +54,7 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
     return h3_fail(H3_ERR_INVALID, "text states are %lld wide but the transformer expects text_dim %lld",
                    (long long)text->dim, (long long)dc->text_dim);
   if (text->n < 1) return h3_fail(H3_ERR_INVALID, "no text rows");
-  double t0 = now_s();
+  double t0 = h3_now_s();
   h3_profile_begin(m->prof, "setup + noise", 0);
   PROGRESS(H3_PHASE_SETUP, 0, 1);
   H3_TRY(h3_request_resolve(req, &out->req));
@@ -112,11 +107,11 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
     goto done;
   }
   memcpy(out->audio_noise, s.arows, (size_t)(na * Ca) * sizeof(float));
-  out->phase_seconds[H3_PHASE_SETUP] = now_s() - t0;
+  out->phase_seconds[H3_PHASE_SETUP] = h3_now_s() - t0;
   h3_profile_end(m->prof);
 
   /* The two-clock Euler loop. */
-  double t1 = now_s();
+  double t1 = h3_now_s();
   const int64_t nsteps = s.plan.num_forwards;
   PROGRESS(H3_PHASE_DENOISE, 0, nsteps);
   /* the refined text rows are computed once for all steps (on every rank) */
@@ -152,7 +147,7 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
   }
   if (m->dit_group) h3_dit_group_end_request(m->dit_group);
   else h3_dit_end_request(m->dit);
-  out->phase_seconds[H3_PHASE_DENOISE] = now_s() - t1;
+  out->phase_seconds[H3_PHASE_DENOISE] = h3_now_s() - t1;
   out->step_seconds = nsteps ? out->phase_seconds[H3_PHASE_DENOISE] / (double)nsteps : 0;
 
   /* Unpack the final latents. */
@@ -168,7 +163,7 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
 
   /* Decode video: [1, 3, F, H, W] -> [F, H, W, 3]. */
   if (m->vvae) {
-    double t2 = now_s();
+    double t2 = h3_now_s();
     h3_profile_begin(m->prof, "video VAE decode", 0);
     PROGRESS(H3_PHASE_VIDEO_DECODE, 0, 1);
     int64_t F = 0;
@@ -200,13 +195,13 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
     free(planar);
     if (st != H3_OK) goto done;
     out->num_frames = F, out->height = H, out->width = W;
-    out->phase_seconds[H3_PHASE_VIDEO_DECODE] = now_s() - t2;
+    out->phase_seconds[H3_PHASE_VIDEO_DECODE] = h3_now_s() - t2;
     h3_profile_end(m->prof);
     PROGRESS(H3_PHASE_VIDEO_DECODE, 1, 1);
   }
   /* Decode audio: both stereo channels as a batch of two. */
   if (m->avae) {
-    double t3 = now_s();
+    double t3 = h3_now_s();
     h3_profile_begin(m->prof, "audio VAE decode", 0);
     PROGRESS(H3_PHASE_AUDIO_DECODE, 0, 1);
     int64_t L = h3_avae_decode_length(m->avae, A);
@@ -218,7 +213,7 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
     if ((st = h3_avae_decode_host(m->avae, out->audio_latents, 2, A, true, out->audio)) != H3_OK) goto done;
     out->audio_samples = L;
     out->sample_rate = h3_avae_decoder_info(m->avae)->cfg.sampling_rate;
-    out->phase_seconds[H3_PHASE_AUDIO_DECODE] = now_s() - t3;
+    out->phase_seconds[H3_PHASE_AUDIO_DECODE] = h3_now_s() - t3;
     h3_profile_end(m->prof);
     PROGRESS(H3_PHASE_AUDIO_DECODE, 1, 1);
   }

@@ -6,13 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/log.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Resident set now (from /proc/self/statm; 0 when unavailable) and the process's high-water. */
 static void host_rss(size_t *now, size_t *peak) {
@@ -72,7 +67,7 @@ void h3_profile_begin(h3_profile *p, const char *name, int group) {
       H3_LOGD("profile: %s", h3_last_error());
   }
   p->open = true;
-  p->t0 = now_s();
+  p->t0 = h3_now_s();
 }
 
 void h3_profile_end(h3_profile *p) {
@@ -87,7 +82,7 @@ void h3_profile_end(h3_profile *p) {
   }
   p->timer = NULL;
   p->timer_be = NULL;
-  r->wall_s = now_s() - p->t0; /* after the timer's wait: includes the device work of the phase */
+  r->wall_s = h3_now_s() - p->t0; /* after the timer's wait: includes the device work of the phase */
   h3_backend *be = p->be;
   if (be && be->ops->mem_stats) {
     h3_backend_mem m;
