@@ -521,7 +521,8 @@ static int64_t tile_batch(const h3_vvae_config *g, int64_t want, int64_t ntiles,
   return (ntiles + calls - 1) / calls;
 }
 
-static h3_status vvae_decode(h3_backend *be, const h3_vvae_weights *w, const h3_vvae_decode_opts *opts,
+/* bes[0 .. nbe): the backends (bes[0] the caller's; more spread the windows) */
+static h3_status vvae_decode(h3_backend *const *bes, int nbe, const h3_vvae_weights *w, const h3_vvae_decode_opts *opts,
                              const float *latents, int64_t B, int64_t T, int64_t h, int64_t wd, float *frames);
 
 /* The half path runs the release's f32 weights as bf16 GEMMs (cached bf16 copies on
@@ -539,7 +540,7 @@ h3_status h3_vvae_decode(h3_backend *be, const h3_vvae_weights *w, const h3_vvae
     if (!all[r]) return h3_fail(H3_ERR_INVALID, "video VAE decode: further backend %d is NULL", r);
   }
   for (int r = 0; r <= nm; r++) saved[r] = all[r]->narrow_weights, all[r]->narrow_weights = opts && opts->half;
-  h3_status s = vvae_decode(be, w, opts, latents, B, T, h, wd, frames);
+  h3_status s = vvae_decode(all, nm + 1, w, opts, latents, B, T, h, wd, frames);
   for (int r = 0; r <= nm; r++) all[r]->narrow_weights = saved[r];
   return s;
 }
@@ -624,8 +625,9 @@ static h3_status decode_ranks(const vv_plan *pl, const h3_vvae_weights *w, h3_ba
   return s;
 }
 
-static h3_status vvae_decode(h3_backend *be, const h3_vvae_weights *w, const h3_vvae_decode_opts *opts,
+static h3_status vvae_decode(h3_backend *const *bes, int nbe, const h3_vvae_weights *w, const h3_vvae_decode_opts *opts,
                              const float *latents, int64_t B, int64_t T, int64_t h, int64_t wd, float *frames) {
+  h3_backend *be = bes[0];
   if (!w || !latents || !frames || B < 1 || h < 1 || wd < 1)
     return h3_fail(H3_ERR_INVALID, "video VAE decode: bad arguments (B %lld, h %lld, w %lld)", (long long)B,
                    (long long)h, (long long)wd);
@@ -670,11 +672,8 @@ static h3_status vvae_decode(h3_backend *be, const h3_vvae_weights *w, const h3_
   memset(&c, 0, sizeof c);
   if (!lines) {
     s = h3_fail(H3_ERR_NOMEM, "video VAE tile rows");
-  } else if (opts && opts->n_more > 0) { /* windows spread over several backends */
-    h3_backend *bes[64];
-    bes[0] = be;
-    for (int r = 0; r < opts->n_more; r++) bes[r + 1] = opts->more_backends[r];
-    s = decode_ranks(&pl, w, bes, opts->n_more + 1, adt, lines, B);
+  } else if (nbe > 1) { /* windows spread over several backends */
+    s = decode_ranks(&pl, w, bes, nbe, adt, lines, B);
   } else {
     s = ctx_init(&c, be, w, pl.nb, pl.P, pl.ntiles, adt);
   }
