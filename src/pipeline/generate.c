@@ -44,6 +44,19 @@ static void state_free(gen_state *s) {
 #define PROGRESS(ph, i, n) \
   do { if (progress) progress(progress_ctx, ph, i, n); } while (0)
 
+/* The DiT of m: its sequence-parallel group when there is one, else the one-device model. */
+static void dit_begin_request(const h3_gen_models *m) {
+  if (m->dit_group) h3_dit_group_begin_request(m->dit_group);
+  else h3_dit_begin_request(m->dit);
+}
+static void dit_end_request(const h3_gen_models *m) {
+  if (m->dit_group) h3_dit_group_end_request(m->dit_group);
+  else h3_dit_end_request(m->dit);
+}
+static h3_status dit_forward(const h3_gen_models *m, const h3_dit_inputs *in, float *vvel, float *avel) {
+  return m->dit_group ? h3_dit_group_forward(m->dit_group, in, vvel, avel) : h3_dit_forward(m->dit, in, vvel, avel);
+}
+
 h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t seed, const h3_gen_text *text,
                       h3_gen_progress_fn progress, void *progress_ctx, h3_gen_result *out) {
   memset(out, 0, sizeof *out);
@@ -115,8 +128,7 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
   const int64_t nsteps = s.plan.num_forwards;
   PROGRESS(H3_PHASE_DENOISE, 0, nsteps);
   /* the refined text rows are computed once for all steps (on every rank) */
-  if (m->dit_group) h3_dit_group_begin_request(m->dit_group);
-  else h3_dit_begin_request(m->dit);
+  dit_begin_request(m);
   for (int64_t i = 0; i < nsteps; i++) {
     char pname[40];
     snprintf(pname, sizeof pname, "DiT step %lld", (long long)(i + 1));
@@ -132,7 +144,7 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
         .position_ids = s.lay.position_ids, .video_indices = s.lay.video_indices,
         .audio_indices = s.lay.audio_indices, .text_indices = s.lay.text_indices,
     };
-    st = m->dit_group ? h3_dit_group_forward(m->dit_group, &in, s.vvel, s.avel) : h3_dit_forward(m->dit, &in, s.vvel, s.avel);
+    st = dit_forward(m, &in, s.vvel, s.avel);
     if (st != H3_OK) goto done;
     /* only generated rows step; conditioning rows (none in t2va) ride along */
     const int64_t cv = s.lay.num_cond_video_rows, ca = s.lay.num_cond_audio_rows;
@@ -145,8 +157,7 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
     h3_profile_end(m->prof);
     PROGRESS(H3_PHASE_DENOISE, i + 1, nsteps);
   }
-  if (m->dit_group) h3_dit_group_end_request(m->dit_group);
-  else h3_dit_end_request(m->dit);
+  dit_end_request(m); /* the text rows' cache is not needed by the decoders (again at done: error paths) */
   out->phase_seconds[H3_PHASE_DENOISE] = h3_now_s() - t1;
   out->step_seconds = nsteps ? out->phase_seconds[H3_PHASE_DENOISE] / (double)nsteps : 0;
 
@@ -219,8 +230,7 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
   }
 done:
   h3_profile_end(m->prof); /* a phase left open by an error */
-  if (m->dit_group) h3_dit_group_end_request(m->dit_group);
-  else h3_dit_end_request(m->dit);
+  dit_end_request(m);
   state_free(&s);
   if (st != H3_OK) h3_gen_result_free(out);
   return st;
