@@ -30,18 +30,26 @@ typedef struct h3_backend h3_backend;
  * release per-head interleave:      q_off 0, k_off D,   v_off 2*D,   head_stride 3*D
  * Grouped-query attention: kv_heads (0 = heads) k/v heads, heads a multiple of
  * it; query head h reads k/v head h / (heads / kv_heads) (k: k_off + that * head_stride).
- * causal: 0 = every query sees every key; 1 = query row i sees key rows 0..i. */
+ * causal: 0 = every query sees every key; 1 = query row i sees key rows 0..i.
+ * seqs: the rows are that many independent sequences of equal length, one
+ * after the other, each attending only within itself (0 or 1: one sequence);
+ * attention only (one launch for a batch of short sequences, e.g. the video
+ * VAE's spatial tiles).  Row-wise ops ignore it. */
 typedef struct h3_qkv_layout {
   int heads, head_dim;
   int64_t q_off, k_off, v_off, head_stride;
   int kv_heads;
   int causal;
+  int seqs;
 } h3_qkv_layout;
 
 /* k/v head count of a layout (kv_heads 0 means as many as q heads). */
 static inline int h3_qkv_kv_heads(const h3_qkv_layout *lay) { return lay->kv_heads ? lay->kv_heads : lay->heads; }
 /* Heads in range of a [*, cols] fused QKV buffer, k/v sharing valid, no two heads overlapping. */
 h3_status h3_qkv_layout_check(const h3_qkv_layout *lay, int64_t cols, const char *op);
+/* Sequences of an attention over `rows` rows (lay->seqs, at least 1); fails
+ * unless they split the rows evenly. */
+h3_status h3_qkv_layout_seqs(const h3_qkv_layout *lay, int64_t rows, const char *op, int64_t *seqs);
 
 /* Device memory figures of a backend (bytes). */
 typedef struct h3_backend_mem {
@@ -215,8 +223,9 @@ struct h3_backend {
   h3_dtype act_dtype;
   bool emulate_bf16;
   /* CUDA: a linear with BF16 activations and F32 host weights runs as a bf16
-   * GEMM on a cached bf16 copy of the weight (the half-precision decode of
-   * the VAEs; the release decodes them under autocast).  Off: an f32 GEMM. */
+   * GEMM on a cached bf16 copy of the weight, and of its F32 bias when y is
+   * BF16 (the half-precision decode of the VAEs; the release decodes them
+   * under autocast, which casts both).  Off: an f32 GEMM. */
   bool narrow_weights;
   void *impl;
 };

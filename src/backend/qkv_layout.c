@@ -27,6 +27,7 @@ h3_status h3_qkv_layout_check(const h3_qkv_layout *lay, int64_t cols, const char
     return h3_fail(H3_ERR_INVALID, "%s: %d query heads cannot share %d k/v heads", op, lay->heads, lay->kv_heads);
   if (lay->causal != 0 && lay->causal != 1)
     return h3_fail(H3_ERR_INVALID, "%s: causal must be 0 or 1 (is %d)", op, lay->causal);
+  if (lay->seqs < 0) return h3_fail(H3_ERR_INVALID, "%s: %d sequences", op, lay->seqs);
   int64_t D = lay->head_dim, H = lay->heads, KV = h3_qkv_kv_heads(lay);
   H3_TRY(check_span(lay->q_off, (H - 1) * lay->head_stride + D, cols, op, "q"));
   H3_TRY(check_span(lay->k_off, (KV - 1) * lay->head_stride + D, cols, op, "k"));
@@ -42,5 +43,14 @@ h3_status h3_qkv_layout_check(const h3_qkv_layout *lay, int64_t cols, const char
                        (long long)sa, (long long)sb, (long long)D);
     }
   }
+  return H3_OK;
+}
+
+h3_status h3_qkv_layout_seqs(const h3_qkv_layout *lay, int64_t rows, const char *op, int64_t *seqs) {
+  const int64_t n = lay->seqs > 1 ? lay->seqs : 1;
+  if (rows % n != 0)
+    return h3_fail(H3_ERR_SHAPE, "%s: %lld rows do not split into %lld sequences of equal length", op, (long long)rows,
+                   (long long)n);
+  *seqs = n;
   return H3_OK;
 }

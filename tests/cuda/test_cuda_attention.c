@@ -82,6 +82,7 @@ typedef struct tcase {
   int bf16;       /* 1: BF16, 0: F32 */
   int backend;    /* 1: through h3_backend_cuda_create's ops (alloc/upload/attention/download) */
   int emulate;    /* with backend: emulate_bf16 on the GPU and the CPU reference */
+  int seqs;       /* S rows = seqs independent sequences (0 / 1: one) */
 } tcase;
 
 static h3_qkv_layout make_layout(const tcase *c, int64_t *cols) {
@@ -92,6 +93,7 @@ static h3_qkv_layout make_layout(const tcase *c, int64_t *cols) {
   L.head_dim = c->D;
   L.kv_heads = c->KV;
   L.causal = c->causal;
+  L.seqs = c->seqs;
   if (c->interleave) {
     L.q_off = 0;
     L.k_off = c->D;
@@ -252,8 +254,8 @@ static void run_kernels_case(const tcase *c, float scale_mul) {
   const int64_t S = c->S, HD = (int64_t)c->H * c->D, ldo = HD + c->pad;
   const float scale = scale_mul * (float)(1.0 / sqrt((double)c->D));
   char what[200];
-  snprintf(what, sizeof what, "H=%d KV=%d D=%d S=%lld causal=%d %s pad=%d scale*%g", c->H, c->KV, c->D, (long long)S,
-           c->causal, c->interleave ? "interleaved" : "contiguous", c->pad, (double)scale_mul);
+  snprintf(what, sizeof what, "H=%d KV=%d D=%d S=%lld seqs=%d causal=%d %s pad=%d scale*%g", c->H, c->KV, c->D,
+           (long long)S, c->seqs, c->causal, c->interleave ? "interleaved" : "contiguous", c->pad, (double)scale_mul);
 
   float *x = malloc((size_t)(S * C) * sizeof *x);
   uint16_t *xh = malloc((size_t)(S * C) * sizeof *xh);
@@ -367,6 +369,14 @@ static void test_kernel_variants(int quick) {
       {{.H = 2, .D = 64, .S = 999, .interleave = 1, .bf16 = 1}, 4.0f, 1},
       {{.H = 3, .D = 128, .S = 300, .causal = 1, .interleave = 1, .bf16 = 1}, 1.0f, 0},
       {{.H = 3, .D = 128, .S = 300, .interleave = 1, .pad = 3, .bf16 = 1}, 1.0f, 0},
+      /* several sequences in one call (the video VAE's tiles): one Hopper launch, each
+       * sequence on its own (rows past a sequence never read as keys) */
+      {{.H = 32, .D = 64, .S = 3 * 1797, .interleave = 1, .bf16 = 1, .seqs = 3}, 1.0f, 1},
+      {{.H = 2, .D = 64, .S = 5 * 7, .interleave = 1, .bf16 = 1, .seqs = 5}, 1.0f, 0},
+      {{.H = 3, .D = 128, .S = 4 * 129, .interleave = 0, .pad = 8, .bf16 = 1, .seqs = 4}, 1.0f, 0},
+      {{.H = 4, .KV = 2, .D = 128, .S = 2 * 200, .interleave = 1, .bf16 = 1, .seqs = 2}, 1.0f, 0},
+      {{.H = 3, .D = 128, .S = 2 * 100, .causal = 1, .interleave = 1, .bf16 = 1, .seqs = 2}, 1.0f, 0},
+      {{.H = 3, .D = 64, .S = 3 * 90, .interleave = 1, .pad = 3, .bf16 = 1, .seqs = 3}, 1.0f, 0},
   };
   for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
     if (!quick || !extra[i].big) run_kernels_case(&extra[i].c, extra[i].scale_mul);

@@ -104,6 +104,34 @@ static void case_attention(int H, int KV, int D, int64_t S, int causal, int64_t 
   free(ref);
 }
 
+/* seqs: the rows are n independent sequences; each must match the reference
+ * computed on its own rows (no key of another sequence is seen). */
+static void case_seqs(int H, int KV, int D, int64_t L, int n, int causal) {
+  h3_qkv_layout lay = gqa_layout(H, KV, D, 0, causal);
+  const int kv = KV ? KV : H;
+  const int64_t S = L * n, C = (int64_t)(H + 2 * kv) * D, HD = (int64_t)H * D;
+  float *qkv = malloc((size_t)(S * C) * sizeof *qkv), *o = malloc((size_t)(S * HD) * sizeof *o);
+  double *ref = malloc((size_t)(S * HD) * sizeof *ref);
+  h3t_fill_random(qkv, (size_t)(S * C), 1234 + (uint64_t)n);
+  for (int i = 0; i < n; i++) ref_attention(qkv + (size_t)(i * L * C), L, C, &lay, 0.25, ref + (size_t)(i * L * HD));
+  int64_t shape[2] = {S, C};
+  h3_tensor t = h3_tensor_make(qkv, H3_DT_F32, 2, shape), ot = h3_tensor_2d(o, H3_DT_F32, S, HD);
+  lay.seqs = n;
+  h3_status rc = be->ops->attention(be, &t, &lay, 0.25f, &ot);
+  CHECK_MSG(rc == H3_OK, "attention seqs=%d: %s", n, h3_last_error());
+  double e = rel_err(o, HD, ref, S, HD);
+  CHECK_MSG(e < 2e-6, "attention H=%d KV=%d D=%d %d x %lld rows causal=%d: rel err %.3g", H, KV, D, n, (long long)L,
+            causal, e);
+  /* rows that do not split evenly, and a negative count, are refused */
+  h3_tensor t1 = h3_tensor_narrow(&t, 0, 0, S - 1), o1 = h3_tensor_narrow(&ot, 0, 0, S - 1);
+  if (n > 1) CHECK(be->ops->attention(be, &t1, &lay, 0.25f, &o1) == H3_ERR_SHAPE);
+  lay.seqs = -1;
+  CHECK(be->ops->attention(be, &t, &lay, 0.25f, &ot) == H3_ERR_INVALID);
+  free(qkv);
+  free(o);
+  free(ref);
+}
+
 /* kv_heads == heads given explicitly equals kv_heads = 0 bit for bit. */
 static void case_default_kv(void) {
   const int H = 3, D = 32;
@@ -224,6 +252,9 @@ int main(void) {
   }
   case_attention(64 / 8, 8 / 8, 128, 520, 1, 0, 0, 77); /* release head_dim, > 2 key tiles */
   case_default_kv();
+  case_seqs(2, 0, 16, 37, 3, 0);
+  case_seqs(4, 2, 32, 65, 2, 1);
+  case_seqs(3, 0, 8, 1, 5, 0);
   case_rope(4, 2, 32, 9, 32);
   case_rope(8, 1, 16, 5, 8);
   case_rope(6, 3, 64, 3, 64);

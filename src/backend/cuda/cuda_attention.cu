@@ -568,6 +568,9 @@ h3_status attention(cudaStream_t stream, const h3_tensor *qkv, const h3_qkv_layo
     return h3_fail(H3_ERR_UNSUPPORTED, "%s: %lld rows (at most %d supported)", kOp, (long long)S, INT32_MAX - 256);
   if (S == 0) return H3_OK;
   if (h3_cuda_overlap(qkv, out)) return h3_fail(H3_ERR_INVALID, "%s: out overlaps qkv", kOp);
+  int64_t seqs = 1;
+  H3_TRY(h3_qkv_layout_seqs(lay, S, kOp, &seqs));
+  const int64_t L = S / seqs; /* rows of one sequence */
 
   AttnParams p;
   p.qkv = qkv->data;
@@ -586,9 +589,9 @@ h3_status attention(cudaStream_t stream, const h3_tensor *qkv, const h3_qkv_layo
   p.scale = scale;
   p.scale_log2 = scale * kLog2e;
 
-  if (qkv->dtype == H3_DT_F32) return launch_simple<float>(p, (int)H, stream);
+  if (seqs == 1 && qkv->dtype == H3_DT_F32) return launch_simple<float>(p, (int)H, stream);
 
-  { /* Hopper: the wgmma/TMA kernel (cuda_attention_sm90.cu) takes the cases it supports */
+  if (qkv->dtype == H3_DT_BF16) { /* Hopper: the wgmma/TMA kernel (cuda_attention_sm90.cu) takes the cases it supports */
     h3_attn_sm90_args a;
     a.qkv = qkv->data;
     a.out = out->data;
@@ -598,7 +601,8 @@ h3_status attention(cudaStream_t stream, const h3_tensor *qkv, const h3_qkv_layo
     a.k_off = p.k_off;
     a.v_off = p.v_off;
     a.head_stride = p.head_stride;
-    a.S = p.S;
+    a.S = (int)L;
+    a.seqs = (int)seqs;
     a.heads = (int)H;
     a.kv_heads = (int)KV;
     a.head_dim = (int)D;
@@ -607,6 +611,15 @@ h3_status attention(cudaStream_t stream, const h3_tensor *qkv, const h3_qkv_layo
     bool handled = false;
     const h3_status st = h3_cuda_attention_sm90(stream, &a, &handled);
     if (handled) return st;
+  }
+  if (seqs > 1) { /* the other kernels take one sequence per launch */
+    h3_qkv_layout one = *lay;
+    one.seqs = 0;
+    for (int64_t i = 0; i < seqs; i++) {
+      h3_tensor qi = h3_tensor_narrow(qkv, 0, i * L, L), oi = h3_tensor_narrow(out, 0, i * L, L);
+      H3_TRY(attention(stream, &qi, &one, scale, &oi, rnd));
+    }
+    return H3_OK;
   }
 
   /* bf16: 16-byte copies need 16-byte aligned rows and head columns; 4-byte output stores */

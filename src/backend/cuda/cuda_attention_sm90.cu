@@ -119,13 +119,13 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   } while (!done);
 }
 
-/* TMA: box at coordinates (c0 = column, c1 = head, c2 = row) of `map` into
- * shared memory at dst; completion counted on mbarrier `bar` */
-__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map, int c0, int c1, int c2,
+/* TMA: box at coordinates (c0 = column, c1 = head, c2 = row, c3 = sequence) of
+ * `map` into shared memory at dst; completion counted on mbarrier `bar` */
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map, int c0, int c1, int c2, int c3,
                                             uint32_t bar) {
-  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
-               "[%5];\n" ::"r"(dst),
-               "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
+               "%5}], [%6];\n" ::"r"(dst),
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
                : "memory");
 }
 __device__ __forceinline__ void tma_prefetch_desc(const CUtensorMap *map) {
@@ -355,7 +355,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t bar_ev = bar_ek + 8 * kStages; /* [kStages] V stage free */
 
   const int tid = (int)threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
-  const int S = p.S, q0 = (int)blockIdx.x * kBM, h = (int)blockIdx.y, kvh = h / p.group;
+  const int S = p.S, q0 = (int)blockIdx.x * kBM, h = (int)blockIdx.y, kvh = h / p.group, sq = (int)blockIdx.z;
   constexpr int BN = C::BN;
   const int nkt = (S + BN - 1) / BN;
 
@@ -382,7 +382,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       tma_prefetch_desc(&tm_v);
       mbar_arrive_expect_tx(bar_q, C::Q_BYTES);
 #pragma unroll
-      for (int pn = 0; pn < C::NP; ++pn) tma_load_3d(sQ + pn * C::PANEL_Q, &tm_q, pn * 64, h, q0, bar_q);
+      for (int pn = 0; pn < C::NP; ++pn) tma_load_4d(sQ + pn * C::PANEL_Q, &tm_q, pn * 64, h, q0, sq, bar_q);
       for (int j = 0; j < nkt; ++j) {
         const int st = j % kStages;
         const uint32_t ph = (uint32_t)(j / kStages) & 1u;
@@ -392,12 +392,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_arrive_expect_tx(bar_fk + 8 * st, C::KV_BYTES);
 #pragma unroll
         for (int pn = 0; pn < C::NP; ++pn)
-          tma_load_3d(sK + st * C::KV_BYTES + pn * C::PANEL_KV, &tm_k, pn * 64, kvh, j * BN, bar_fk + 8 * st);
+          tma_load_4d(sK + st * C::KV_BYTES + pn * C::PANEL_KV, &tm_k, pn * 64, kvh, j * BN, sq, bar_fk + 8 * st);
         mbar_wait(bar_ev + 8 * st, ph ^ 1u);
         mbar_arrive_expect_tx(bar_fv + 8 * st, C::KV_BYTES);
 #pragma unroll
         for (int pn = 0; pn < C::NP; ++pn)
-          tma_load_3d(sV + st * C::KV_BYTES + pn * C::PANEL_KV, &tm_v, pn * 64, kvh, j * BN, bar_fv + 8 * st);
+          tma_load_4d(sV + st * C::KV_BYTES + pn * C::PANEL_KV, &tm_v, pn * 64, kvh, j * BN, sq, bar_fv + 8 * st);
       }
     }
     return;
@@ -498,7 +498,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
     const int row = q0 + cw * 64 + warp * 16 + g + 8 * r;
     if (row < S) {
-      uint16_t *orow = out + (int64_t)row * p.ld_out + (int64_t)h * D + 2 * t;
+      uint16_t *orow = out + ((int64_t)sq * S + row) * p.ld_out + (int64_t)h * D + 2 * t;
 #pragma unroll
       for (int j = 0; j < D / 8; ++j)
         *reinterpret_cast<uint32_t *>(orow + 8 * j) = pack_bf16(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
@@ -553,17 +553,19 @@ bool device_is_sm90() {
   return ok;
 }
 
-/* q, k or v of a fused QKV buffer as a 3-D tensor [rows][heads][head_dim]
- * (innermost first: head_dim, heads, rows) read in boxes of 64 columns x
- * 1 head x 128 rows with the 128-byte swizzle; rows past S read as zeros */
+/* q, k or v of a fused QKV buffer of `seqs` sequences of S rows each, one after
+ * the other, as a 4-D tensor [seqs][rows][heads][head_dim] (innermost first:
+ * head_dim, heads, rows, sequence) read in boxes of 64 columns x 1 head x
+ * box_rows rows x 1 sequence with the 128-byte swizzle; rows past S read as
+ * zeros (never the next sequence's) */
 bool encode_map(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap *map, const void *base, int D, int nheads, int S,
-                int64_t head_stride, int64_t ld, int box_rows) {
+                int seqs, int64_t head_stride, int64_t ld, int box_rows) {
   const int64_t hs = nheads > 1 ? head_stride : D; /* one head: the stride is never used */
-  cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)nheads, (cuuint64_t)S};
-  cuuint64_t strides[2] = {(cuuint64_t)hs * 2u, (cuuint64_t)ld * 2u};
-  cuuint32_t box[3] = {64u, 1u, (cuuint32_t)box_rows};
-  cuuint32_t estr[3] = {1u, 1u, 1u};
-  const CUresult r = enc(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void *>(base), dims, strides, box, estr,
+  cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)nheads, (cuuint64_t)S, (cuuint64_t)seqs};
+  cuuint64_t strides[3] = {(cuuint64_t)hs * 2u, (cuuint64_t)ld * 2u, (cuuint64_t)S * (cuuint64_t)ld * 2u};
+  cuuint32_t box[4] = {64u, 1u, (cuuint32_t)box_rows, 1u};
+  cuuint32_t estr[4] = {1u, 1u, 1u, 1u};
+  const CUresult r = enc(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void *>(base), dims, strides, box, estr,
                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS;
@@ -571,11 +573,11 @@ bool encode_map(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap *map, const v
 
 template <int D, bool PP, int ST>
 h3_status launch(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, const Sm90Params &p, int heads,
-                 cudaStream_t stream) {
+                 int seqs, cudaStream_t stream) {
   using C = Sm90Cfg<D, ST>;
   const void *fn = reinterpret_cast<const void *>(&attn_sm90_kernel<D, PP, ST>);
   H3_CUDA_TRY(kOp, cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM));
-  const dim3 grid((unsigned)((p.S + kBM - 1) / kBM), (unsigned)heads);
+  const dim3 grid((unsigned)((p.S + kBM - 1) / kBM), (unsigned)heads, (unsigned)seqs);
   attn_sm90_kernel<D, PP, ST><<<grid, kThreads, C::SMEM, stream>>>(q, k, v, p);
   __atomic_add_fetch(&g_launches, 1, __ATOMIC_RELAXED);
   return h3_cuda_launched(kOp, "attn_sm90_kernel");
@@ -600,12 +602,15 @@ extern "C" h3_status h3_cuda_attention_sm90(cudaStream_t stream, const h3_attn_s
 
   const int D = a->head_dim;
   if (a->causal || (D != 64 && D != 128) || !(a->scale > 0.0f) || !isfinite(a->scale)) return H3_OK;
-  if (a->S < 1 || a->heads < 1 || a->heads > 65535 || a->kv_heads < 1 || a->heads % a->kv_heads != 0) return H3_OK;
+  const int seqs = a->seqs > 1 ? a->seqs : 1;
+  if (a->S < 1 || a->heads < 1 || a->heads > 65535 || a->kv_heads < 1 || a->heads % a->kv_heads != 0 || seqs > 65535)
+    return H3_OK;
   /* TMA: 16-byte aligned base and strides; output: 4-byte stores of column pairs */
   const bool aligned = (uintptr_t)a->qkv % 16 == 0 && a->ld_qkv % 8 == 0 && a->q_off % 8 == 0 && a->k_off % 8 == 0 &&
                        a->v_off % 8 == 0 && a->head_stride % 8 == 0 && (uintptr_t)a->out % 4 == 0 &&
                        a->ld_out % 2 == 0;
-  if (!aligned || a->ld_qkv <= 0 || a->ld_qkv >= ((int64_t)1 << 38) || a->head_stride >= ((int64_t)1 << 38))
+  if (!aligned || a->ld_qkv <= 0 || a->ld_qkv >= ((int64_t)1 << 38) || a->head_stride >= ((int64_t)1 << 38) ||
+      (int64_t)a->S * a->ld_qkv >= ((int64_t)1 << 38)) /* TMA strides (bytes) below 2^40 */
     return H3_OK;
   if (!device_is_sm90()) return H3_OK;
   const PFN_cuTensorMapEncodeTiled_v12000 enc = encode_fn();
@@ -614,9 +619,9 @@ extern "C" h3_status h3_cuda_attention_sm90(cudaStream_t stream, const h3_attn_s
   const uint16_t *base = static_cast<const uint16_t *>(a->qkv);
   CUtensorMap tq, tk, tv;
   const int bn = D == 128 ? Sm90Cfg<128>::BN : Sm90Cfg<64>::BN;
-  if (!encode_map(enc, &tq, base + a->q_off, D, a->heads, a->S, a->head_stride, a->ld_qkv, kBM) ||
-      !encode_map(enc, &tk, base + a->k_off, D, a->kv_heads, a->S, a->head_stride, a->ld_qkv, bn) ||
-      !encode_map(enc, &tv, base + a->v_off, D, a->kv_heads, a->S, a->head_stride, a->ld_qkv, bn))
+  if (!encode_map(enc, &tq, base + a->q_off, D, a->heads, a->S, seqs, a->head_stride, a->ld_qkv, kBM) ||
+      !encode_map(enc, &tk, base + a->k_off, D, a->kv_heads, a->S, seqs, a->head_stride, a->ld_qkv, bn) ||
+      !encode_map(enc, &tv, base + a->v_off, D, a->kv_heads, a->S, seqs, a->head_stride, a->ld_qkv, bn))
     return H3_OK; /* the driver refuses this view: the FlashAttention-2 kernel takes it */
 
   Sm90Params p;
@@ -627,11 +632,11 @@ extern "C" h3_status h3_cuda_attention_sm90(cudaStream_t stream, const h3_attn_s
   p.sl2 = a->scale * kLog2e;
   *handled = true;
   if (stages == 3) {
-    if (D == 128) return pp ? launch<128, true, 3>(tq, tk, tv, p, a->heads, stream) : launch<128, false, 3>(tq, tk, tv, p, a->heads, stream);
-    return pp ? launch<64, true, 3>(tq, tk, tv, p, a->heads, stream) : launch<64, false, 3>(tq, tk, tv, p, a->heads, stream);
+    if (D == 128) return pp ? launch<128, true, 3>(tq, tk, tv, p, a->heads, seqs, stream) : launch<128, false, 3>(tq, tk, tv, p, a->heads, seqs, stream);
+    return pp ? launch<64, true, 3>(tq, tk, tv, p, a->heads, seqs, stream) : launch<64, false, 3>(tq, tk, tv, p, a->heads, seqs, stream);
   }
-  if (D == 128) return pp ? launch<128, true, 2>(tq, tk, tv, p, a->heads, stream) : launch<128, false, 2>(tq, tk, tv, p, a->heads, stream);
-  return pp ? launch<64, true, 2>(tq, tk, tv, p, a->heads, stream) : launch<64, false, 2>(tq, tk, tv, p, a->heads, stream);
+  if (D == 128) return pp ? launch<128, true, 2>(tq, tk, tv, p, a->heads, seqs, stream) : launch<128, false, 2>(tq, tk, tv, p, a->heads, seqs, stream);
+  return pp ? launch<64, true, 2>(tq, tk, tv, p, a->heads, seqs, stream) : launch<64, false, 2>(tq, tk, tv, p, a->heads, seqs, stream);
 }
 
 extern "C" bool h3_cuda_attention_sm90_device(void) { return device_is_sm90() && encode_fn() != nullptr; }

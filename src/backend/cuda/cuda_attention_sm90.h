@@ -28,7 +28,8 @@ typedef struct h3_attn_sm90_args {
   void *out;       /* BF16 [S, heads * head_dim] view, row stride ld_out elements */
   int64_t ld_qkv, ld_out;
   int64_t q_off, k_off, v_off, head_stride; /* elements, as h3_qkv_layout */
-  int S, heads, kv_heads, head_dim;
+  int S, heads, kv_heads, head_dim; /* S: rows of one sequence */
+  int seqs;                         /* independent sequences of S rows, one after the other (0 or 1: one) */
   int causal;
   float scale;
 } h3_attn_sm90_args;
