@@ -259,6 +259,34 @@ static void t_linear(h3_backend *gpu, const char *tag, const mode *m, int64_t M,
   buf_free(&y);
 }
 
+/* narrow_weights (the VAEs' half decode): F32 host weight and bias used as bf16 copies
+ * in a bf16 GEMM; the same as the CPU's linear on bf16-rounded weight and bias. */
+static void t_linear_narrow(h3_backend *gpu, int64_t M, int64_t K, int64_t N, bool with_bias) {
+  const mode *m = &MODES[2];
+  set_mode(gpu, m);
+  buf x = buf_make(gpu, M, K + 8, m->adt, 1.0f, 0.0f);
+  buf y = buf_make(gpu, M, N + 8, m->adt, 1.0f, 0.0f);
+  hweight wf = hweight_make(H3_DT_F32, N, K, 0, 0, 0, 0, 1.0f / sqrtf((float)K));
+  hweight bf = hvec_make(H3_DT_F32, N, 0.5f, 0.0f);
+  void *wb = xmalloc((size_t)(N * K) * 2), *bb = xmalloc((size_t)N * 2);
+  h3_convert_from_f32(wb, H3_DT_BF16, wf.p, (size_t)(N * K));
+  h3_convert_from_f32(bb, H3_DT_BF16, bf.p, (size_t)N);
+  keep(wb);
+  keep(bb);
+  h3_tensor twb = view2(wb, H3_DT_BF16, K, 0, N, 0, K), tbb = h3_tensor_make(bb, H3_DT_BF16, 1, &N);
+  h3_tensor hx = hv(&x, 0, K), dx = dv(&x, 0, K), hy = hv(&y, 0, N), dy = dv(&y, 0, N);
+  OP(g_cpu->ops->linear(g_cpu, &hx, &twb, with_bias ? &tbb : NULL, &hy));
+  gpu->narrow_weights = true;
+  OP(gpu->ops->linear(gpu, &dx, &wf.t, with_bias ? &bf.t : NULL, &dy));
+  gpu->narrow_weights = false;
+  char name[128];
+  snprintf(name, sizeof name, "linear narrow_weights F32 w%s %lldx%lldx%lld", with_bias ? " + F32 bias" : "",
+           (long long)M, (long long)K, (long long)N);
+  buf_check(name, &y, 0, N, m->tol);
+  buf_free(&x);
+  buf_free(&y);
+}
+
 static void t_linear_all(h3_backend *gpu, const char *tag) {
   static const int64_t shapes[][3] = {{37, 70, 45}, {1, 128, 33}, {300, 257, 190}};
   static const h3_dtype wdts[] = {H3_DT_F32, H3_DT_BF16, H3_DT_F16};
@@ -280,6 +308,8 @@ static void t_linear_all(h3_backend *gpu, const char *tag) {
   t_linear(gpu, tag, &bf, 64, 96, 80, H3_DT_BF16, H3_DT_INVALID, false, H3_DT_F32, 1e-5);
   t_linear(gpu, tag, &bf, 33, 40, 17, H3_DT_BF16, H3_DT_F16, true, H3_DT_F32, 1e-5);
   t_linear(gpu, tag, &bf, 33, 40, 17, H3_DT_F32, H3_DT_BF16, true, H3_DT_F32, 1e-5);
+  t_linear_narrow(gpu, 70, 64, 96, true);
+  t_linear_narrow(gpu, 33, 40, 24, false);
 }
 
 /* ---- row ops -------------------------------------------------------------------- */
@@ -641,18 +671,23 @@ static void t_vec_paths(h3_backend *gpu, const mode *m) {
     }
   }
   /* qk_norm_rope at head_dim 128: the release's per-head interleave and a contiguous GQA
-   * layout; partial (96), full (128) and no rotation */
+   * layout; partial (96), full (128) and no rotation; at head_dim 64 the video VAE
+   * decoder's call (interleaved, rotation 48, no norm weights) and more */
   struct {
     const char *what;
+    int64_t D;
     int H, KV;
     int64_t rot;
     bool interleave;
     h3_dtype wdt;
-  } rc[] = {{"interleaved", 3, 0, 96, true, H3_DT_BF16},
-            {"gqa", 4, 2, 128, false, H3_DT_F32},
-            {"no rope", 2, 0, 0, false, H3_DT_INVALID}};
-  for (int c = 0; c < 3; c++) {
-    const int64_t D = 128;
+  } rc[] = {{"interleaved", 128, 3, 0, 96, true, H3_DT_BF16},
+            {"gqa", 128, 4, 2, 128, false, H3_DT_F32},
+            {"no rope", 128, 2, 0, 0, false, H3_DT_INVALID},
+            {"vae d64", 64, 5, 0, 48, true, H3_DT_INVALID},
+            {"gqa d64", 64, 6, 2, 64, false, H3_DT_BF16},
+            {"d64 partial 16", 64, 3, 0, 16, false, H3_DT_F32}};
+  for (int c = 0; c < (int)(sizeof rc / sizeof rc[0]); c++) {
+    const int64_t D = rc[c].D;
     const int H = rc[c].H, KV = rc[c].KV ? rc[c].KV : rc[c].H;
     h3_qkv_layout l = {.heads = H, .head_dim = (int)D, .kv_heads = rc[c].KV};
     if (rc[c].interleave) {

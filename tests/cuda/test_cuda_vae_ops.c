@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_internal.h" /* h3_cuda_vec_launches */
 #include "backend/cuda/cuda_vae_ops.h"
 #include "core/dtype.h"
 
@@ -253,6 +254,9 @@ static void test_scaled_residual(void) {
       {33, 515, 3, 0, H3_DT_F32, H3_DT_F32, 0},   {100, 1024, 0, 0, H3_DT_BF16, H3_DT_F32, 0},
       {1, 7, 0, 9, H3_DT_F16, H3_DT_F32, 0},      {70000, 3, 0, 0, H3_DT_F32, H3_DT_F32, 0},
       {17, 640, 0, 0, H3_DT_F32, H3_DT_F32, 1},   {45, 1030, 2, 6, H3_DT_F32, H3_DT_BF16, 0},
+      /* the BF16 vector path: D and row strides multiples of 8 (the decoder's [rows, 2048]) */
+      {50, 2048, 0, 8, H3_DT_F32, H3_DT_BF16, 0}, {37, 72, 8, 0, H3_DT_BF16, H3_DT_BF16, 0},
+      {3, 64, 0, 0, H3_DT_F32, H3_DT_BF16, 1},
   };
   opstat S = {"scaled_residual", 0, 0, 0, 0};
   for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
@@ -283,7 +287,13 @@ static void test_scaled_residual(void) {
     char label[96];
     snprintf(label, sizeof label, "[%lld x %lld]%s%s", (long long)R, (long long)D,
              cs[c].host_vec ? " host weights" : "", bf ? " bf16" : "");
+    const uint64_t v0 = h3_cuda_vec_launches();
     if (ok(h3_cuda_scaled_residual(g_gpu, &tgx, &tgy, ps), label) && gsync(label)) {
+      const int want_vec = bf && D % 8 == 0 && ldx % 8 == 0 && ldy % 8 == 0;
+      if ((h3_cuda_vec_launches() != v0) != want_vec) {
+        fprintf(stderr, "FAIL scaled_residual %s: the BF16 vector kernel %s\n", label, want_vec ? "did not run" : "ran");
+        g_fail++;
+      }
       float *out = malloc(nx * sizeof(float));
       ddown_as(out, gx, nx, cs[c].sdt);
       record(&S, label, rel_l2(out, cx, nx), bf ? TOL_BF16 : TOL_F32, bf);

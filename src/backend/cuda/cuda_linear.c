@@ -245,9 +245,17 @@ h3_status h3_cuda_linear(h3_backend *be, const h3_tensor *x, const h3_tensor *w,
   if (M == 0 || N == 0) return H3_OK;
 
   const bool emu = be->emulate_bf16;
+  /* narrow_weights: F32 host weights (contiguous rows) through their cached bf16 copy */
+  const bool narrow = x->dtype == H3_DT_BF16 && w->dtype == H3_DT_F32 && be->narrow_weights &&
+                      w->stride[1] == 1 && !h3_cuda_is_device_ptr(w->data);
   const void *bdev = NULL;
   h3_dtype bdt = H3_DT_F32;
-  if (bias) {
+  if (bias && narrow && bias->dtype == H3_DT_F32 && y->dtype == H3_DT_BF16 && bias->stride[0] == 1 &&
+      !h3_cuda_is_device_ptr(bias->data)) {
+    /* its F32 bias too, as autocast casts both: the GEMM's bias epilogue then applies */
+    H3_TRY(h3_cuda_weight_bf16(be, bias, op, "bias", &bdev));
+    bdt = H3_DT_BF16;
+  } else if (bias) {
     H3_TRY(h3_cuda_weight(be, bias, op, "bias", &bdev));
     bdt = bias->dtype;
   }
@@ -256,9 +264,6 @@ h3_status h3_cuda_linear(h3_backend *be, const h3_tensor *x, const h3_tensor *w,
   if (K == 0) /* y = bias (or 0) */
     return h3_cuda_convert_rows(be, op, NULL, H3_DT_F32, 0, y->data, y->dtype, ldy, M, N, bdev, bdt, emu);
 
-  /* narrow_weights: F32 host weights (contiguous rows) through their cached bf16 copy */
-  const bool narrow = x->dtype == H3_DT_BF16 && w->dtype == H3_DT_F32 && be->narrow_weights &&
-                      w->stride[1] == 1 && !h3_cuda_is_device_ptr(w->data);
   const bool bf16_gemm = x->dtype == H3_DT_BF16 && (w->dtype == H3_DT_BF16 || narrow);
   gemm_args g = {.M = M, .N = N, .K = K, .ldw = h3_cuda_ld(w)};
   if (narrow) {

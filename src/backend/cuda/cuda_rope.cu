@@ -80,12 +80,14 @@ __global__ void k_qk_norm_rope(rope_args a) {
   }
 }
 
-/* BF16 fast path for head_dim 128 (the DiT's and Qwen3-VL's): one block of
- * ROPE_ROW_WARPS warps per row; a half-warp per head, two heads per warp at a
- * time and ROPE_UNROLL such pairs with their loads in flight together.  Lane l
- * of a half-warp holds channels 8 l .. 8 l + 7 (one 16-byte load and store),
- * its cos/sin and norm weights stay in registers, and the rotation partner
- * (channel p +- half) comes from lane l +- half / 8 by a shuffle.  The
+/* BF16 fast path for head_dim 128 (the DiT's and Qwen3-VL's) and 64 (the video
+ * VAE decoder's): one block of ROPE_ROW_WARPS warps per row; a group of D / 8
+ * lanes per head (a half-warp at 128, a quarter-warp at 64), 32 / (D / 8)
+ * heads per warp at a time and ROPE_UNROLL such sets with their loads in
+ * flight together.  Lane l of a group holds channels 8 l .. 8 l + 7 (one
+ * 16-byte load and store), its cos/sin and norm weights stay in registers, and
+ * the rotation partner (channel p +- half) comes from lane l +- half / 8 by a
+ * shuffle.  The
  * instruction count per head is what bounds this op, so 1 / rms is taken as
  * the double rsqrt (one rounding from the exact value, like 1 / sqrt before
  * the cast to float).  Same arithmetic and rounding as k_qk_norm_rope with rnd
@@ -98,11 +100,12 @@ __device__ __forceinline__ int64_t rope_head_base(const rope_args &a, int64_t s,
                                  : a.k_off + (int64_t)(i - a.heads) * a.head_stride);
 }
 
-__global__ void __launch_bounds__(ROPE_ROW_WARPS * 32) k_qk_norm_rope_d128(rope_args a) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, hl = lane & 15, hsel = lane >> 4, p0 = 8 * hl;
+template <int D> __global__ void __launch_bounds__(ROPE_ROW_WARPS * 32) k_qk_norm_rope_vec(rope_args a) {
+  constexpr int kLanes = D / 8, kHpw = 32 / kLanes; /* lanes per head, heads per warp */
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, hl = lane % kLanes, hsel = lane / kLanes, p0 = 8 * hl;
   const int nh = a.heads + a.kv_heads;
   const int half = a.cos ? (int)(a.rot / 2) : 0, dl = half / 8;
-  constexpr int kStep = 2 * ROPE_ROW_WARPS; /* heads per pass of the block */
+  constexpr int kStep = kHpw * ROPE_ROW_WARPS; /* heads per pass of the block */
   float wq[8], wk[8];
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
@@ -118,7 +121,7 @@ __global__ void __launch_bounds__(ROPE_ROW_WARPS * 32) k_qk_norm_rope_d128(rope_
       c[e] = p < 2 * half ? h3k_bf(h3k_ld(a.cos, a.cdt, s * a.ldc + p)) : 0.0f;
       sn[e] = p < 2 * half ? h3k_bf(h3k_ld(a.sin, a.sdt, s * a.lds + p)) : 0.0f;
     }
-    for (int i0 = 2 * warp + hsel; i0 - hsel < nh; i0 += ROPE_UNROLL * kStep) {
+    for (int i0 = kHpw * warp + hsel; i0 - hsel < nh; i0 += ROPE_UNROLL * kStep) {
       uint4 u[ROPE_UNROLL];
 #pragma unroll
       for (int k = 0; k < ROPE_UNROLL; ++k) {
@@ -135,19 +138,19 @@ __global__ void __launch_bounds__(ROPE_ROW_WARPS * 32) k_qk_norm_rope_d128(rope_
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc += (double)z[e] * (double)z[e];
 #pragma unroll
-        for (int o = 8; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o, 16);
-        const float inv = (float)rsqrt(acc / 128.0 + (double)a.eps);
+        for (int o = kLanes / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o, kLanes);
+        const float inv = (float)rsqrt(acc / (double)D + (double)a.eps);
         const bool isq = i < a.heads;
 #pragma unroll
         for (int e = 0; e < 8; ++e) z[e] = h3k_bf(z[e] * inv * (isq ? wq[e] : wk[e]));
-        /* branch-free (the three channel ranges split a half-warp): the partner is
+        /* branch-free (the three channel ranges split a lane group): the partner is
          * -z[p + half] below half, z[p - half] from half to 2 half; channels past
          * 2 half keep z */
         float o[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-          const float dn = __shfl_down_sync(0xffffffffu, z[e], dl, 16); /* channel p + half */
-          const float up = __shfl_up_sync(0xffffffffu, z[e], dl, 16);   /* channel p - half */
+          const float dn = __shfl_down_sync(0xffffffffu, z[e], dl, kLanes); /* channel p + half */
+          const float up = __shfl_up_sync(0xffffffffu, z[e], dl, kLanes);   /* channel p - half */
           const int p = p0 + e;
           const float partner = p < half ? -dn : up;
           const float r = h3k_bf(__fadd_rn(h3k_bf(__fmul_rn(z[e], c[e])), h3k_bf(__fmul_rn(partner, sn[e]))));
@@ -202,11 +205,12 @@ extern "C" h3_status h3_cuda_qk_norm_rope(h3_backend *be, h3_tensor *qkv, const 
     a.kwdt = kw->dtype;
   }
   if (S == 0) return H3_OK;
-  if (D == 128 && a.dt == H3_DT_BF16 && (a.rot / 2) % 8 == 0 && ((uintptr_t)a.qkv & 15u) == 0 && a.ld % 8 == 0 &&
-      a.q_off % 8 == 0 && a.k_off % 8 == 0 && a.head_stride % 8 == 0) {
+  if ((D == 128 || D == 64) && a.dt == H3_DT_BF16 && (a.rot / 2) % 8 == 0 && ((uintptr_t)a.qkv & 15u) == 0 &&
+      a.ld % 8 == 0 && a.q_off % 8 == 0 && a.k_off % 8 == 0 && a.head_stride % 8 == 0) {
     unsigned grid = (unsigned)(S < 65535 * 32 ? S : 65535 * 32);
-    k_qk_norm_rope_d128<<<grid, ROPE_ROW_WARPS * 32, 0, h3_cuda_stream(be)>>>(a);
-    return h3_cuda_launched_vec(op, "k_qk_norm_rope_d128");
+    if (D == 128) k_qk_norm_rope_vec<128><<<grid, ROPE_ROW_WARPS * 32, 0, h3_cuda_stream(be)>>>(a);
+    else k_qk_norm_rope_vec<64><<<grid, ROPE_ROW_WARPS * 32, 0, h3_cuda_stream(be)>>>(a);
+    return h3_cuda_launched_vec(op, "k_qk_norm_rope_vec");
   }
   size_t smem = (size_t)D * sizeof(float) * ROPE_WARPS;
   if (smem > 48 * 1024) return h3_fail(H3_ERR_UNSUPPORTED, "%s: head_dim %lld is too large", op, (long long)D);

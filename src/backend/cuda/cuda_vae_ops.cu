@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "backend/cuda/cuda_internal.h" /* first: declares the core C API with C linkage */
+#include "backend/cuda/cuda_kernels.cuh"
 #include "backend/cuda/cuda_vae_ops.h"
 #include "backend/op_checks.h"
 
@@ -221,6 +222,25 @@ __global__ void __launch_bounds__(VV_THREADS)
   }
 }
 
+/* BF16 fast path of k_scaled_residual (the video VAE decoder's LayerScale
+ * residuals): 8 columns per thread in 16-byte loads and stores, a grid-stride
+ * loop over all rows' column octets.  Same arithmetic and rounding. */
+__global__ void __launch_bounds__(VV_THREADS)
+    k_scaled_residual_bf16(void *x, int64_t ldx, const void *y, int64_t ldy, int64_t rows, int64_t D, vvec s) {
+  const int64_t per_row = D / 8, n = rows * per_row;
+  __nv_bfloat16 *xb = static_cast<__nv_bfloat16 *>(x);
+  const __nv_bfloat16 *yb = static_cast<const __nv_bfloat16 *>(y);
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = i / per_row, j = (i - r * per_row) * 8;
+    float fx[8], fy[8], o[8];
+    h3k_unpack8(*reinterpret_cast<const uint4 *>(xb + r * ldx + j), fx);
+    h3k_unpack8(*reinterpret_cast<const uint4 *>(yb + r * ldy + j), fy);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[e] = __fadd_rn(fx[e], rbf(__fmul_rn(fy[e], ldv(s.p, s.t, j + e))));
+    *reinterpret_cast<uint4 *>(xb + r * ldx + j) = h3k_pack8(o);
+  }
+}
+
 template <int TX, int TY>
 __global__ void __launch_bounds__(VV_THREADS)
     k_convert(const void *x, int64_t ldx, void *y, int64_t ldy, int64_t rows, int64_t D, int emu) {
@@ -284,6 +304,13 @@ extern "C" h3_status h3_cuda_scaled_residual(h3_backend *be, h3_tensor *x, const
   const int emu = (be->emulate_bf16 || tx == VT_BF16) ? 1 : 0;
   const int64_t ldx = ld_of(x), ldy = ld_of(y);
   cudaStream_t st = vae_stream(be);
+  if (tx == VT_BF16 && ty == VT_BF16 && D % 8 == 0 && ldx % 8 == 0 && ldy % 8 == 0 &&
+      ((uintptr_t)x->data & 15u) == 0 && ((uintptr_t)y->data & 15u) == 0) {
+    const int64_t blocks = (rows * (D / 8) + VV_THREADS - 1) / VV_THREADS;
+    k_scaled_residual_bf16<<<(unsigned)(blocks < 132 * 64 ? blocks : 132 * 64), VV_THREADS, 0, st>>>(
+        x->data, ldx, y->data, ldy, rows, D, vs);
+    return h3_cuda_launched_vec(op, "k_scaled_residual_bf16");
+  }
   const dim3 grid = rows_cols_grid(rows, D);
 #define SR_LAUNCH(A, B) \
   k_scaled_residual<A, B><<<grid, VV_THREADS, 0, st>>>(x->data, ldx, y->data, ldy, rows, D, vs, emu)
