@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "core/arena.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/threadpool.h"
 #include "model/video_vae_decoder.h"
@@ -46,7 +47,8 @@ typedef struct vv_ctx {
   h3_arena host;
   float *tok;   /* [maxB * maxP, C] f32 tokens of the current forward */
   float *rows;  /* [rows_tiles * maxP, pv] f32 proj_out rows (a whole window) */
-  void *stage;  /* act-dtype staging when adt != F32 */
+  void *stage;  /* act-dtype staging of downloaded proj_out rows when adt != F32 */
+  void *tok_stage; /* act-dtype staging of uploaded tokens when adt != F32 */
   h3_dtype adt; /* activation dtype of the decoder forwards */
   float *cs, *sn;       /* host [maxN, rope_dim] tables of one tile */
   h3_tensor cos, sin;   /* device [maxB * maxN, rope_dim] F32: the tile table repeated */
@@ -109,9 +111,9 @@ static h3_status ctx_init(vv_ctx *c, h3_backend *be, const h3_vvae_weights *w, i
     return s;
   }
   c->dev_mark = h3_arena_mark(&c->dev);
-  size_t stage = adt == H3_DT_F32 ? 0 : R((BP * pv > BP * (size_t)C ? BP * pv : BP * (size_t)C) * es);
+  size_t stage = adt == H3_DT_F32 ? 0 : R(BP * pv * es), tok_stage = adt == H3_DT_F32 ? 0 : R(BP * (size_t)C * es);
   size_t rows = (size_t)(rows_tiles * maxP) * pv * 4;
-  size_t host = R(BP * (size_t)C * 4) + R(rows) + stage + 2 * R((size_t)c->maxN * (size_t)rc * 4);
+  size_t host = R(BP * (size_t)C * 4) + R(rows) + stage + tok_stage + 2 * R((size_t)c->maxN * (size_t)rc * 4);
   s = h3_arena_init(&c->host, host);
   if (s != H3_OK) {
     ctx_free(c);
@@ -120,9 +122,10 @@ static h3_status ctx_init(vv_ctx *c, h3_backend *be, const h3_vvae_weights *w, i
   c->tok = h3_arena_alloc(&c->host, BP * (size_t)C * 4);
   c->rows = h3_arena_alloc(&c->host, rows);
   c->stage = stage ? h3_arena_alloc(&c->host, stage) : NULL;
+  c->tok_stage = tok_stage ? h3_arena_alloc(&c->host, tok_stage) : NULL;
   c->cs = h3_arena_alloc(&c->host, (size_t)c->maxN * (size_t)rc * 4);
   c->sn = h3_arena_alloc(&c->host, (size_t)c->maxN * (size_t)rc * 4);
-  if (!c->tok || !c->rows || (stage && !c->stage) || !c->cs || !c->sn) {
+  if (!c->tok || !c->rows || (stage && !c->stage) || (tok_stage && !c->tok_stage) || !c->cs || !c->sn) {
     ctx_free(c);
     return h3_fail(H3_ERR_INTERNAL, "video VAE: host buffer plan");
   }
@@ -166,8 +169,8 @@ static void rope_tables(const h3_vvae_config *g, int64_t T, int64_t h, int64_t w
 static h3_status upload_f32(vv_ctx *c, h3_tensor *dst, const float *src, size_t n) {
   h3_backend *be = c->be;
   if (dst->dtype == H3_DT_F32) return be->ops->upload(be, dst->data, src, n * 4);
-  h3_convert_from_f32(c->stage, dst->dtype, src, n);
-  return be->ops->upload(be, dst->data, c->stage, n * h3_dtype_size(dst->dtype));
+  h3_convert_from_f32(c->tok_stage, dst->dtype, src, n);
+  return be->ops->upload(be, dst->data, c->tok_stage, n * h3_dtype_size(dst->dtype));
 }
 
 /* Device RoPE tables for B tiles of T x h x w: the tile table repeated B times
@@ -259,10 +262,9 @@ static h3_status forward(vv_ctx *c, int64_t B, int64_t T, int64_t h, int64_t w) 
       }
     }
     H3_TRY(op->qk_norm_rope(be, &qkv, &bk->qkv_layout, NULL, NULL, eps, rot ? &cos : NULL, rot ? &sin : NULL));
-    for (int64_t b = 0; b < B; b++) { /* each tile attends within itself */
-      h3_tensor qb = h3_tensor_narrow(&qkv, 0, b * N, N), ob = h3_tensor_narrow(&att, 0, b * N, N);
-      H3_TRY(op->attention(be, &qb, &bk->qkv_layout, scale, &ob));
-    }
+    h3_qkv_layout lay = bk->qkv_layout; /* each tile attends within itself: B sequences of N rows, one call */
+    lay.seqs = (int)B;
+    H3_TRY(op->attention(be, &qkv, &lay, scale, &att));
     H3_TRY(linear_tiles(be, &att, &bk->out_w, &bk->out_b, &a, B, N, pt));
     H3_TRY(op->scaled_residual(be, &x, &a, &bk->scale1));
     h3_arena_release(A, mark);
@@ -304,14 +306,28 @@ static void widen_chunks(void *vctx, int64_t begin, int64_t end, int thread) {
   }
 }
 
-/* c->out of the last forward -> dst ([rows, pv] f32 host); waits for it. */
-static h3_status fetch(vv_ctx *c, float *dst) {
+/* c->out of the last forward -> the host; waits for it.  F32: straight into
+ * dst ([rows, pv] f32); otherwise into c->stage, for widen_rows (which the
+ * caller may defer until the next forward is queued: c->stage stays intact). */
+static h3_status download_rows(vv_ctx *c, float *dst) {
   h3_backend *be = c->be;
   size_t n = (size_t)h3_tensor_numel(&c->out);
   if (c->adt == H3_DT_F32) return be->ops->download(be, dst, c->out.data, n * 4);
-  H3_TRY(be->ops->download(be, c->stage, c->out.data, n * h3_dtype_size(c->adt)));
+  return be->ops->download(be, c->stage, c->out.data, n * h3_dtype_size(c->adt));
+}
+
+/* The rows download_rows staged -> dst ([rows, pv] f32), on the default pool. */
+static void widen_rows(const vv_ctx *c, float *dst) {
+  if (c->adt == H3_DT_F32) return;
+  size_t n = (size_t)h3_tensor_numel(&c->out);
   vv_widen v = {.dst = dst, .src = c->stage, .dt = c->adt, .n = n};
   h3_parallel_for(h3_default_pool(), ((int64_t)n + VV_WIDEN_CHUNK - 1) / VV_WIDEN_CHUNK, 1, widen_chunks, &v);
+}
+
+/* c->out of the last forward -> dst ([rows, pv] f32 host); waits for it. */
+static h3_status fetch(vv_ctx *c, float *dst) {
+  H3_TRY(download_rows(c, dst));
+  widen_rows(c, dst);
   return H3_OK;
 }
 
@@ -374,6 +390,9 @@ typedef struct vv_plan {
   h3_vvae_tplan tp;
   h3_vvae_tiles ty, tx;
   int64_t p, C, Co, T, h, wd, H, W, Fo, WF, lh, lw, P, ntiles, nb, calls_per_window;
+  /* output element (item b, channel c, frame f, row y, column x) at
+   * b * Co*Fo*H*W + c * cs + f * fs + y * ys + x * xs (planar or channels-last) */
+  int64_t cs, fs, ys, xs;
   const float *latents;
   float *frames;
 } vv_plan;
@@ -420,8 +439,8 @@ static void stitch_items(void *vctx, int64_t begin, int64_t end, int thread) {
   const h3_vvae_config *g = pl->g;
   const h3_vvae_tiles *ty = &pl->ty, *tx = &pl->tx;
   int64_t nty = ty->n, ntx = tx->n, H = pl->H, W = pl->W, WF = pl->WF, lh = pl->lh, lw = pl->lw;
-  size_t plane = (size_t)(H * W), fstride = (size_t)pl->Fo * plane, tile_rows = (size_t)(pl->P * c->pv);
-  float *ob = pl->frames + (size_t)S->b * (size_t)pl->Co * fstride;
+  const size_t tile_rows = (size_t)(pl->P * c->pv), xs = (size_t)pl->xs;
+  float *ob = pl->frames + (size_t)S->b * (size_t)(pl->Co * pl->Fo * H * W);
   float *r0 = S->lines + (size_t)thread * 3 * (size_t)tx->len, *ru = r0 + tx->len, *rl = ru + tx->len;
   for (int64_t item = begin; item < end; item++) {
     int64_t t = item / WF, d = item % WF, i = t / ntx, j = t % ntx;
@@ -441,7 +460,7 @@ static void stitch_items(void *vctx, int64_t begin, int64_t end, int thread) {
     const float *Tup = i > 0 ? c->rows + (size_t)((i - 1) * ntx + j) * tile_rows : NULL;
     const float *Tl = j > 0 ? c->rows + (size_t)(i * ntx + j - 1) * tile_rows : NULL;
     for (int64_t ch = 0; ch < pl->Co; ch++) {
-      float *o = ob + (size_t)ch * fstride + (size_t)f * plane;
+      float *o = ob + (size_t)(ch * pl->cs + f * pl->fs);
       for (int64_t Y = ylo; Y < yhi; Y++) {
         int64_t pp = Y - ylo;
         float wy = 0.0f, wy0 = 1.0f;
@@ -453,7 +472,7 @@ static void stitch_items(void *vctx, int64_t begin, int64_t end, int thread) {
         tile_row(g, T0, lh, lw, ch, d, pp, r0);
         if (vb) tile_row(g, Tup, lh, lw, ch, d, Y - ty->start[i - 1], ru);
         if (Tl) tile_row(g, Tl, lh, lw, ch, d, pp, rl);
-        float *orow = o + Y * W;
+        float *orow = o + Y * pl->ys;
         for (int64_t X = xlo; X < xhi; X++) {
           int64_t q = X - xlo;
           float v = r0[q];
@@ -462,28 +481,36 @@ static void stitch_items(void *vctx, int64_t begin, int64_t end, int thread) {
             float wx = (float)q / (float)ex;
             v = rl[X - tx->start[j - 1]] * (1.0f - wx) + v * wx;
           }
-          orow[X] = mode == 2 ? orow[X] * wo + v * wt : v;
+          float *dst = orow + (size_t)X * xs;
+          *dst = mode == 2 ? *dst * wo + v * wt : v;
         }
       }
     }
   }
 }
 
-/* Items ch * (hi - lo) + (f - lo): pixel de-normalization (ImageNet) and clamp
- * to [0, 1] of output frame f; NaN stays NaN as in torch.clamp. */
+/* Items (f - lo) * VV_BANDS + band: pixel de-normalization (ImageNet) and
+ * clamp to [0, 1] of one band of rows of output frame f, every channel (one
+ * thread per band: channels-last pixels share cache lines); NaN stays NaN as
+ * in torch.clamp. */
+#define VV_BANDS 8
 static void denorm_items(void *vctx, int64_t begin, int64_t end, int thread) {
   const vv_stitch *S = vctx;
   const vv_plan *pl = S->pl;
-  size_t plane = (size_t)(pl->H * pl->W), fstride = (size_t)pl->Fo * plane;
-  float *ob = pl->frames + (size_t)S->b * (size_t)pl->Co * fstride;
-  int64_t nf = S->hi - S->lo;
+  const int64_t H = pl->H, W = pl->W;
+  float *ob = pl->frames + (size_t)S->b * (size_t)(pl->Co * pl->Fo * H * W);
   for (int64_t item = begin; item < end; item++) {
-    int64_t ch = item / nf, f = S->lo + item % nf;
-    float m = pl->g->pixel_mean[ch], sd = pl->g->pixel_std[ch];
-    float *o = ob + (size_t)ch * fstride + (size_t)f * plane;
-    for (size_t k = 0; k < plane; k++) {
-      float v = o[k] * sd + m;
-      o[k] = v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
+    const int64_t f = S->lo + item / VV_BANDS, band = item % VV_BANDS;
+    const int64_t y0 = band * H / VV_BANDS, y1 = (band + 1) * H / VV_BANDS;
+    for (int64_t ch = 0; ch < pl->Co; ch++) {
+      const float m = pl->g->pixel_mean[ch], sd = pl->g->pixel_std[ch];
+      for (int64_t y = y0; y < y1; y++) {
+        float *o = ob + (size_t)(ch * pl->cs + f * pl->fs + y * pl->ys);
+        for (int64_t x = 0; x < W; x++) {
+          float v = o[x * pl->xs] * sd + m;
+          o[x * pl->xs] = v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
+        }
+      }
     }
   }
 }
@@ -502,9 +529,21 @@ static void stitch_window(const vv_plan *pl, const vv_ctx *c, float *lines, int6
   if (hi > *done_frames) {
     S.lo = *done_frames;
     S.hi = hi;
-    h3_parallel_for(pool, pl->Co * (hi - S.lo), 1, denorm_items, &S);
+    h3_parallel_for(pool, (hi - S.lo) * VV_BANDS, 1, denorm_items, &S);
     *done_frames = hi;
   }
+}
+
+/* Forward k of a decode: batch item b, window ck, tiles [t0, t0 + n). */
+typedef struct vv_item {
+  int64_t b, ck, t0, n;
+} vv_item;
+
+static vv_item vv_item_of(const vv_plan *pl, int64_t k) {
+  const int64_t per_item = pl->tp.num_chunks * pl->calls_per_window;
+  vv_item it = {.b = k / per_item, .ck = (k % per_item) / pl->calls_per_window, .t0 = (k % pl->calls_per_window) * pl->nb};
+  it.n = pl->ntiles - it.t0 < pl->nb ? pl->ntiles - it.t0 : pl->nb;
+  return it;
 }
 
 /* Tiles per forward: the option, else all tiles of a window within
@@ -627,6 +666,7 @@ static h3_status decode_ranks(const vv_plan *pl, const h3_vvae_weights *w, h3_ba
 
 static h3_status vvae_decode(h3_backend *const *bes, int nbe, const h3_vvae_weights *w, const h3_vvae_decode_opts *opts,
                              const float *latents, int64_t B, int64_t T, int64_t h, int64_t wd, float *frames) {
+  const double t_setup = h3_now_s();
   h3_backend *be = bes[0];
   if (!w || !latents || !frames || B < 1 || h < 1 || wd < 1)
     return h3_fail(H3_ERR_INVALID, "video VAE decode: bad arguments (B %lld, h %lld, w %lld)", (long long)B,
@@ -651,6 +691,11 @@ static h3_status vvae_decode(h3_backend *const *bes, int nbe, const h3_vvae_weig
   pl.Co = g->out_channels;
   pl.T = T, pl.h = h, pl.wd = wd;
   pl.H = h * pl.p, pl.W = wd * pl.p, pl.Fo = pl.tp.frames, pl.WF = pl.tp.window * g->patch_t;
+  if (opts && opts->channels_last) {
+    pl.xs = pl.Co, pl.ys = pl.W * pl.Co, pl.fs = pl.H * pl.W * pl.Co, pl.cs = 1;
+  } else {
+    pl.xs = 1, pl.ys = pl.W, pl.fs = pl.H * pl.W, pl.cs = pl.Fo * pl.H * pl.W;
+  }
   pl.latents = latents;
   pl.frames = frames;
   h3_status s = axis_tiles(g, tiling, pl.H, th, oh, &pl.ty, "height");
@@ -690,29 +735,54 @@ static h3_status vvae_decode(h3_backend *const *bes, int nbe, const h3_vvae_weig
           (long long)pl.W, (long long)pl.H, (long long)pl.tp.num_chunks, (long long)pl.ty.n, (long long)pl.tx.n,
           (long long)pl.nb);
 
-  /* Forwards in order (item, window, tile batch); forward k + 1 is queued
-   * before the host stitches the window that forward k completed. */
+  /* Forwards in order (item, window, tile batch).  While forward k runs, the
+   * host gathers the tokens of forward k + 1; once k's rows are downloaded,
+   * k + 1 is queued at once, and the host widens k's rows and stitches the
+   * window they complete while the GPU works on k + 1. */
   const int64_t per_item = pl.tp.num_chunks * pl.calls_per_window, total = B * per_item;
   int64_t done_frames = 0;
+  /* H3_VVAE_TIMING=1: where the host's time goes (gather, queue, download incl. the wait
+   * for the GPU, widen, stitch), printed at the end */
+  const char *te = getenv("H3_VVAE_TIMING");
+  const bool timing = te && *te && strcmp(te, "0") != 0;
+  double tm[5] = {0}, t0 = h3_now_s(), tl = t0;
+#define VV_LAP(i)                     \
+  do {                                \
+    if (timing) {                     \
+      const double now_ = h3_now_s(); \
+      tm[i] += now_ - tl;             \
+      tl = now_;                      \
+    }                                 \
+  } while (0)
+  vv_item it = vv_item_of(&pl, 0);
+  gather_tokens(&pl, &c, it.b, it.ck, it.t0, it.n);
+  VV_LAP(0);
+  s = forward(&c, it.n, pl.tp.window, pl.lh, pl.lw);
+  VV_LAP(1);
   for (int64_t k = 0; s == H3_OK && k < total; k++) {
-    int64_t b = k / per_item, ck = (k % per_item) / pl.calls_per_window, t0 = (k % pl.calls_per_window) * pl.nb;
-    int64_t n = pl.ntiles - t0 < pl.nb ? pl.ntiles - t0 : pl.nb;
-    if (k == 0) {
-      gather_tokens(&pl, &c, b, ck, t0, n);
-      s = forward(&c, n, pl.tp.window, pl.lh, pl.lw);
+    const vv_item cur = vv_item_of(&pl, k), next = vv_item_of(&pl, k + 1);
+    const bool more = k + 1 < total;
+    float *dst = c.rows + (size_t)(cur.t0 * pl.P * c.pv);
+    if (more) gather_tokens(&pl, &c, next.b, next.ck, next.t0, next.n); /* c.tok is free: forward k has it */
+    VV_LAP(0);
+    s = download_rows(&c, dst);
+    VV_LAP(2);
+    if (s == H3_OK && more) s = forward(&c, next.n, pl.tp.window, pl.lh, pl.lw);
+    VV_LAP(1);
+    if (s != H3_OK) break;
+    widen_rows(&c, dst);
+    VV_LAP(3);
+    if (cur.t0 + cur.n == pl.ntiles) { /* the window is complete */
+      if (cur.ck == 0) done_frames = 0;
+      stitch_window(&pl, &c, lines, cur.b, cur.ck, &done_frames);
     }
-    if (s == H3_OK) s = fetch(&c, c.rows + (size_t)(t0 * pl.P * c.pv));
-    if (s == H3_OK && k + 1 < total) {
-      int64_t k1 = k + 1, b1 = k1 / per_item, ck1 = (k1 % per_item) / pl.calls_per_window;
-      int64_t t1 = (k1 % pl.calls_per_window) * pl.nb, n1 = pl.ntiles - t1 < pl.nb ? pl.ntiles - t1 : pl.nb;
-      gather_tokens(&pl, &c, b1, ck1, t1, n1);
-      s = forward(&c, n1, pl.tp.window, pl.lh, pl.lw);
-    }
-    if (s == H3_OK && t0 + n == pl.ntiles) { /* the window is complete */
-      if (ck == 0) done_frames = 0;
-      stitch_window(&pl, &c, lines, b, ck, &done_frames);
-    }
+    VV_LAP(4);
   }
+#undef VV_LAP
+  if (timing)
+    H3_LOGI("video VAE decode host timing (%lld forwards, %.3f s): setup %.3f, gather %.3f, queue %.3f, download "
+            "(incl. wait) %.3f, widen %.3f, stitch %.3f s",
+            (long long)total, h3_now_s() - t_setup, t0 - t_setup, tm[0], tm[1], tm[2], tm[3], tm[4]);
   free(lines);
   ctx_free(&c);
   h3_vvae_tiles_free(&pl.ty);

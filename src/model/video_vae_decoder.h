@@ -143,6 +143,9 @@ typedef struct h3_vvae_decode_opts {
                                          round-robin over `be` and these; frames are the same
                                          as on `be` alone (the windows are independent) */
   int n_more;
+  int channels_last;                  /* 0: frames [B, out_channels, F, H, W] (default);
+                                         1: [B, F, H, W, out_channels] (the pipeline's RGB
+                                         frames, written in place: no second pass) */
 } h3_vvae_decode_opts;
 
 /* Output frame count for t_lat latent frames (error when unsupported, e.g. T <= 2). */
@@ -152,7 +155,8 @@ h3_status h3_vvae_num_frames(const h3_vvae_config *c, int64_t t_lat, int64_t *fr
  * (normalized, [B, C, T, h, w] f32 contiguous) -> de-normalize -> tiled,
  * chunked ViT decode -> ImageNet de-normalize -> clamp: frames
  * [B, out_channels, F, h*patch, w*patch] f32 in [0, 1] (caller buffer, F from
- * h3_vvae_num_frames).  `opts` may be NULL. */
+ * h3_vvae_num_frames), or [B, F, h*patch, w*patch, out_channels] with
+ * opts->channels_last.  `opts` may be NULL. */
 h3_status h3_vvae_decode(h3_backend *be, const h3_vvae_weights *w, const h3_vvae_decode_opts *opts,
                          const float *latents, int64_t B, int64_t T, int64_t h, int64_t wd, float *frames);
 

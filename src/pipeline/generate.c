@@ -181,23 +181,25 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
     const h3_vvae_config *vc = &m->vvae->cfg;
     if ((st = h3_vvae_num_frames(vc, T, &F)) != H3_OK) goto done;
     const int64_t H = lh * vc->patch, W = lw * vc->patch, Co = vc->out_channels;
-    float *planar = malloc((size_t)(Co * F * H * W) * sizeof(float));
+    /* RGB decoders write the [F, H, W, 3] frames in place; others go through a planar buffer */
+    float *planar = Co == 3 ? NULL : malloc((size_t)(Co * F * H * W) * sizeof(float));
     out->frames = malloc((size_t)(F * H * W * 3) * sizeof(float));
-    if (!planar || !out->frames) {
+    if ((Co != 3 && !planar) || !out->frames) {
       free(planar);
       st = h3_fail(H3_ERR_NOMEM, "decoded frames");
       goto done;
     }
     /* the decoder follows the DiT's precision: bf16 storage with the released mixed
      * precision (the release decodes under fp16 autocast), exact f32 otherwise */
-    h3_vvae_decode_opts vopt = {.tiling = -1, .half = h3_dit_get_precision(m->dit) == H3_PRECISION_BF16};
+    h3_vvae_decode_opts vopt = {.tiling = -1, .half = h3_dit_get_precision(m->dit) == H3_PRECISION_BF16,
+                                .channels_last = Co == 3};
     /* with --gpus N the temporal windows are spread over the DiT group's other GPUs too */
     h3_backend *more[63]; /* a group has at most 64 ranks */
     const int nm = m->dit_group ? h3_dit_group_size(m->dit_group) - 1 : 0;
     for (int r = 0; r < nm; r++) more[r] = h3_dit_group_backend(m->dit_group, r + 1);
     if (nm > 0) vopt.more_backends = more, vopt.n_more = nm;
-    st = h3_vvae_decode(m->be, m->vvae, &vopt, out->video_latents, 1, T, lh, lw, planar);
-    if (st == H3_OK) {
+    st = h3_vvae_decode(m->be, m->vvae, &vopt, out->video_latents, 1, T, lh, lw, Co == 3 ? out->frames : planar);
+    if (st == H3_OK && Co != 3) {
       for (int64_t f = 0; f < F; f++)
         for (int64_t p = 0; p < H * W; p++)
           for (int64_t c = 0; c < 3; c++)

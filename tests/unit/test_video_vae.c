@@ -285,6 +285,33 @@ static void test_cases(h3_backend *be) {
       char what[128];
       snprintf(what, sizeof what, "%s %s [%s]", vc->file, vc->ref, h3_vvae_convention_name(vc->conv));
       if (s == H3_OK) compare(what, out, ref, n, 1e-5, 0.999);
+      if (s == H3_OK) { /* the half decode (bf16 storage, bf16 copies of the F32 weights and biases on
+                         * CUDA, as the reference's autocast): within bf16 accuracy of the reference */
+        float *hf = calloc(n, sizeof(float));
+        h3_vvae_decode_opts oh = o;
+        oh.half = 1;
+        h3_status sh = h3_vvae_decode(be, w, &oh, lat, ls[0], ls[2], ls[3], ls[4], hf);
+        CHECK_MSG(sh == H3_OK, "decode %s half: %s", vc->file, h3_last_error());
+        char hw[160];
+        snprintf(hw, sizeof hw, "%s half", what);
+        if (sh == H3_OK) compare(hw, hf, ref, n, 2e-2, 0.9);
+        free(hf);
+      }
+      if (s == H3_OK) { /* channels-last output: the same values, [B, F, H, W, 3], bit for bit */
+        float *cl = calloc(n, sizeof(float));
+        h3_vvae_decode_opts ocl = o;
+        ocl.channels_last = 1;
+        h3_status scl = h3_vvae_decode(be, w, &ocl, lat, ls[0], ls[2], ls[3], ls[4], cl);
+        CHECK_MSG(scl == H3_OK, "decode %s channels-last: %s", vc->file, h3_last_error());
+        const size_t plane = (size_t)(vs[3] * vs[4]), per = (size_t)vs[1] * (size_t)vs[2] * plane;
+        size_t diff = 0;
+        for (size_t k = 0; scl == H3_OK && k < n; k++) {
+          const size_t b = k / per, r = k % per, ch = r / ((size_t)vs[2] * plane), fp = r % ((size_t)vs[2] * plane);
+          diff += memcmp(&out[k], &cl[b * per + fp * (size_t)vs[1] + ch], sizeof(float)) != 0;
+        }
+        CHECK_MSG(scl == H3_OK && diff == 0, "%s channels-last: %zu values differ from the planar frames", what, diff);
+        free(cl);
+      }
       /* the windows spread over 3 backends give the same frames, bit for bit, as the first of
        * them alone (on the CPU all three are pool-less: OpenBLAS rounds differently when the
        * pool splits a GEMM, so the pooled backend is not the comparison) */
