@@ -11,6 +11,8 @@
 # time) and hard timeout; if one part fails, the table still shows what the
 # other measured.  Results to $OUT: ours.json, reference.json, bench_table.md
 # and the two logs.  Expected wall time about 3-4 minutes; at most about 6.5.
+# SHAPES (WxHxF,...) and ITERS (timed forwards per shape after one warm-up)
+# are handed to both sides alike, e.g. SHAPES=512x512x22 ITERS=15.
 set -uo pipefail
 final=${OUT:-/tmp/h3out}
 mkdir -p "$final"
@@ -22,6 +24,9 @@ export PYTHONUNBUFFERED=1 OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
 OURS_BUDGET=${OURS_BUDGET:-140} OURS_TIMEOUT=${OURS_TIMEOUT:-190}
 REF_BUDGET=${REF_BUDGET:-130} REF_TIMEOUT=${REF_TIMEOUT:-170}
 t_all=$(date +%s)
+common=()
+[ -n "${SHAPES:-}" ] && common+=(--shapes "$SHAPES")
+[ -n "${ITERS:-}" ] && common+=(--iters "$ITERS")
 
 save() { # copy the results that exist to $OUT (at most 8 files come back)
   for f in ours.json reference.json bench_table.md ours.log reference.log; do
@@ -39,7 +44,7 @@ ours_rc=-1
 if tar -xJf .devbundle/bundle.tar.xz -C "$root" 2>"$work/ours.log" && [ -x "$root/bin/dit_bench" ]; then
   echo "== h3 dit_bench (budget ${OURS_BUDGET} s, timeout ${OURS_TIMEOUT} s)"
   LD_LIBRARY_PATH="$root/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}" \
-    timeout -k 10 "$OURS_TIMEOUT" "$root/bin/dit_bench" --budget-s "$OURS_BUDGET" "$work/ours.json" 2>&1 |
+    timeout -k 10 "$OURS_TIMEOUT" "$root/bin/dit_bench" --budget-s "$OURS_BUDGET" "${common[@]}" "$work/ours.json" 2>&1 |
     tee -a "$work/ours.log"
   ours_rc=${PIPESTATUS[0]}
 else
@@ -54,7 +59,7 @@ ref_rc=-1
 if [ -d .ref/diffusers/src/diffusers ]; then
   echo "== diffusers reference (budget ${REF_BUDGET} s, timeout ${REF_TIMEOUT} s)"
   PYTHONPATH="$PWD/.ref/diffusers/src${PYTHONPATH:+:$PYTHONPATH}" \
-    timeout -k 10 "$REF_TIMEOUT" python3 bench/reference_bench.py --budget-s "$REF_BUDGET" \
+    timeout -k 10 "$REF_TIMEOUT" python3 bench/reference_bench.py --budget-s "$REF_BUDGET" "${common[@]}" \
     --json "$work/reference.json" 2>&1 | tee "$work/reference.log"
   ref_rc=${PIPESTATUS[0]}
 else

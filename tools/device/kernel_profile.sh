@@ -5,6 +5,9 @@
 # size, without clock control or cache flushing, then
 # tools/device/kernel_profile.py sums the times per kernel and prints one middle
 # block's kernels in order.  SHAPES: WxHxF,... (default 960x544x124).
+# PROG=vae profiles bench/vae_bench instead: one bf16 decode of a SIZE (default
+# 1344x768) canvas of FRAMES (default 22: one temporal window, all its tiles in
+# one batched decoder forward).
 #   here:    bash tools/device/make_bundle.sh
 #   device:  run(command="bash tools/device/kernel_profile.sh", carry=[".devbundle"])
 set -uo pipefail
@@ -14,6 +17,17 @@ tar -xJf .devbundle/bundle.tar.xz -C "$root"
 export LD_LIBRARY_PATH="$root/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$ncu" ] || { echo "no ncu on this machine"; exit 1; }
+if [ "${PROG:-dit}" = vae ]; then
+  size=${SIZE:-1344x768} frames=${FRAMES:-22}
+  echo "== video VAE decode $size x ${frames}f"
+  timeout 500 "$ncu" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+    --log-file "$final/ncu_vae.csv" "$root/bin/vae_bench" --size "$size" --frames "$frames" --dtype bf16 \
+    --warmup none --runs 1 /tmp/kp.json >"$final/bench_vae.log" 2>&1
+  echo "rc=$?"; tail -3 "$final/bench_vae.log"
+  python3 tools/device/kernel_profile.py "$final/ncu_vae.csv" | head -40 | tee "$final/summary_vae.txt"
+  xz -9 "$final/ncu_vae.csv"
+  exit 0
+fi
 for shape in $(echo "${SHAPES:-960x544x124}" | tr ',' ' '); do
   echo "== $shape"
   timeout 400 "$ncu" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
