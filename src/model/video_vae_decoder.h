@@ -80,6 +80,13 @@ typedef struct h3_vvae_weights {
 h3_status h3_vvae_open(const char *path, h3_vvae_weights **out);
 void h3_vvae_close(h3_vvae_weights *w);
 
+/* Queue background uploads of every decoder weight in forward order
+ * (be->ops->prefetch; nothing without it), e.g. while the DiT's last step
+ * runs; *bytes (may be NULL) gets the weights' total size. */
+h3_status h3_vvae_weights_prefetch(const h3_vvae_weights *w, h3_backend *be, size_t *bytes);
+/* Bytes of the decoder weights in their stored dtypes. */
+size_t h3_vvae_weights_bytes(const h3_vvae_weights *w);
+
 /* The decoder architecture from a parsed diffusers video VAE config alone
  * (vae/config.json; `label` names it in errors): every size the config
  * declares (latent channels, layers, registers, FFN width = ffn_mult x width),

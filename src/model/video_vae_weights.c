@@ -657,6 +657,44 @@ static h3_status stats_from_tensors(h3_vvae_weights *w, int *have) {
   return H3_OK;
 }
 
+/* fn on every decoder tensor with data, in the order a forward uses them. */
+static h3_status each_tensor(const h3_vvae_weights *w, h3_status (*fn)(const h3_tensor *t, void *ctx), void *ctx) {
+  const h3_tensor *head[] = {&w->pq_w, &w->pq_b, &w->in_w, &w->in_b, &w->registers};
+  for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
+    if (head[i]->data) H3_TRY(fn(head[i], ctx));
+  for (int64_t k = 0; k < w->cfg.num_layers; k++) {
+    const h3_vvae_block *b = &w->blocks[k];
+    const h3_tensor *t[] = {&b->norm1,  &b->qkv_w[0], &b->qkv_b[0], &b->qkv_w[1], &b->qkv_b[1], &b->qkv_w[2],
+                            &b->qkv_b[2], &b->out_w,  &b->out_b,    &b->scale1,   &b->norm2,    &b->w1,
+                            &b->b1,       &b->w2,     &b->b2,       &b->scale2};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+      if (t[i]->data) H3_TRY(fn(t[i], ctx));
+  }
+  const h3_tensor *tail[] = {&w->norm_out_w, &w->norm_out_b, &w->out_w, &w->out_b};
+  for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++)
+    if (tail[i]->data) H3_TRY(fn(tail[i], ctx));
+  return H3_OK;
+}
+
+static h3_status add_bytes(const h3_tensor *t, void *ctx) {
+  *(size_t *)ctx += (size_t)h3_tensor_numel(t) * h3_dtype_size(t->dtype);
+  return H3_OK;
+}
+
+static h3_status prefetch_one(const h3_tensor *t, void *ctx) { return h3_backend_prefetch((h3_backend *)ctx, t); }
+
+size_t h3_vvae_weights_bytes(const h3_vvae_weights *w) {
+  size_t n = 0;
+  if (w) (void)each_tensor(w, add_bytes, &n);
+  return n;
+}
+
+h3_status h3_vvae_weights_prefetch(const h3_vvae_weights *w, h3_backend *be, size_t *bytes) {
+  if (bytes) *bytes = h3_vvae_weights_bytes(w);
+  if (!w || !be || !be->ops->prefetch) return H3_OK;
+  return each_tensor(w, prefetch_one, be);
+}
+
 void h3_vvae_close(h3_vvae_weights *w) {
   if (!w) return;
   h3_st_set_close(w->set);

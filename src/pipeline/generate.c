@@ -57,6 +57,25 @@ static h3_status dit_forward(const h3_gen_models *m, const h3_dit_inputs *in, fl
   return m->dit_group ? h3_dit_group_forward(m->dit_group, in, vvel, avel) : h3_dit_forward(m->dit, in, vvel, avel);
 }
 
+/* The video VAE's weights upload in the background while the DiT's last step
+ * runs, when the device has room for them (and their bf16 copies) beside the
+ * DiT's; otherwise, or without background uploads, on their first use. */
+static void prefetch_video_decoder(const h3_gen_models *m) {
+  h3_backend *be = m->be;
+  if (!m->vvae || !be || !be->ops->prefetch || !be->ops->mem_stats) return;
+  h3_backend_mem mem;
+  if (be->ops->mem_stats(be, false, &mem) != H3_OK) return;
+  const size_t need = 2 * h3_vvae_weights_bytes(m->vvae) + ((size_t)8 << 30); /* + activations */
+  const size_t avail = mem.device_total > mem.device_used ? mem.device_total - mem.device_used : 0;
+  if (avail < need) {
+    H3_LOGD("video VAE weights: %.1f GiB free, %.1f GiB wanted: uploaded on first use", (double)avail / 1073741824.0,
+            (double)need / 1073741824.0);
+    return;
+  }
+  if (h3_vvae_weights_prefetch(m->vvae, be, NULL) != H3_OK)
+    H3_LOGW("video VAE weights: no background upload (%s); they upload on first use", h3_last_error());
+}
+
 h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t seed, const h3_gen_text *text,
                       h3_gen_progress_fn progress, void *progress_ctx, h3_gen_result *out) {
   memset(out, 0, sizeof *out);
@@ -144,6 +163,8 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
         .position_ids = s.lay.position_ids, .video_indices = s.lay.video_indices,
         .audio_indices = s.lay.audio_indices, .text_indices = s.lay.text_indices,
     };
+    /* (not with one step: the DiT's own uploads go first then) */
+    if (i == nsteps - 1 && i > 0) prefetch_video_decoder(m);
     st = dit_forward(m, &in, s.vvel, s.avel);
     if (st != H3_OK) goto done;
     /* only generated rows step; conditioning rows (none in t2va) ride along */

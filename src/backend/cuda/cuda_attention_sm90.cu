@@ -13,7 +13,9 @@
  *    K and V so that S = Q K^T of a tile can start before its V has landed.
  *    The tensor maps view q, k, v in place in the fused QKV buffer as 3-D
  *    tensors [S][heads][head_dim] (strides ld and head_stride), so no repack
- *    is needed; rows past S are zero-filled by TMA.
+ *    is needed; rows past S are zero-filled by TMA.  Several independent
+ *    sequences of S rows (h3_qkv_layout.seqs) run in one launch, grid z =
+ *    sequence, through 4-D maps [seq][S][heads][head_dim].
  *  - Warpgroups 1 and 2 are consumers (setmaxnreg.inc), 64 query rows each:
  *      S = Q K^T   wgmma m64n128k16, A = Q and B = K from shared memory
  *                  (K-major, 128B-swizzle descriptors), f32 accumulators;
@@ -91,7 +93,8 @@ template <int D, int kStages = 2> struct Sm90Cfg { /* kStages: K/V ring depth */
 struct Sm90Params {
   void *out;
   int64_t ld_out; /* elements */
-  int S;
+  int S;          /* rows of one sequence */
+  int seqs;       /* sequences (grid z); 1: the tensor maps are 3-D */
   int group;      /* query heads per k/v head */
   float sl2;      /* scale * log2(e) */
 };
@@ -119,14 +122,28 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   } while (!done);
 }
 
-/* TMA: box at coordinates (c0 = column, c1 = head, c2 = row, c3 = sequence) of
- * `map` into shared memory at dst; completion counted on mbarrier `bar` */
+/* TMA: box at coordinates (c0 = column, c1 = head, c2 = row) of a 3-D `map`,
+ * or (..., c3 = sequence) of a 4-D one, into shared memory at dst; completion
+ * counted on mbarrier `bar` */
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map, int c0, int c1, int c2,
+                                            uint32_t bar) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+               "[%5];\n" ::"r"(dst),
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+               : "memory");
+}
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map, int c0, int c1, int c2, int c3,
                                             uint32_t bar) {
   asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
                "%5}], [%6];\n" ::"r"(dst),
                "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
                : "memory");
+}
+/* a tile of sequence sq: 4-D maps only when there are several sequences */
+__device__ __forceinline__ void tma_load_seq(uint32_t dst, const CUtensorMap *map, int c0, int c1, int c2, int sq,
+                                             int seqs, uint32_t bar) {
+  if (seqs > 1) tma_load_4d(dst, map, c0, c1, c2, sq, bar);
+  else tma_load_3d(dst, map, c0, c1, c2, bar);
 }
 __device__ __forceinline__ void tma_prefetch_desc(const CUtensorMap *map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
@@ -382,7 +399,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       tma_prefetch_desc(&tm_v);
       mbar_arrive_expect_tx(bar_q, C::Q_BYTES);
 #pragma unroll
-      for (int pn = 0; pn < C::NP; ++pn) tma_load_4d(sQ + pn * C::PANEL_Q, &tm_q, pn * 64, h, q0, sq, bar_q);
+      for (int pn = 0; pn < C::NP; ++pn) tma_load_seq(sQ + pn * C::PANEL_Q, &tm_q, pn * 64, h, q0, sq, p.seqs, bar_q);
       for (int j = 0; j < nkt; ++j) {
         const int st = j % kStages;
         const uint32_t ph = (uint32_t)(j / kStages) & 1u;
@@ -392,12 +409,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_arrive_expect_tx(bar_fk + 8 * st, C::KV_BYTES);
 #pragma unroll
         for (int pn = 0; pn < C::NP; ++pn)
-          tma_load_4d(sK + st * C::KV_BYTES + pn * C::PANEL_KV, &tm_k, pn * 64, kvh, j * BN, sq, bar_fk + 8 * st);
+          tma_load_seq(sK + st * C::KV_BYTES + pn * C::PANEL_KV, &tm_k, pn * 64, kvh, j * BN, sq, p.seqs, bar_fk + 8 * st);
         mbar_wait(bar_ev + 8 * st, ph ^ 1u);
         mbar_arrive_expect_tx(bar_fv + 8 * st, C::KV_BYTES);
 #pragma unroll
         for (int pn = 0; pn < C::NP; ++pn)
-          tma_load_4d(sV + st * C::KV_BYTES + pn * C::PANEL_KV, &tm_v, pn * 64, kvh, j * BN, sq, bar_fv + 8 * st);
+          tma_load_seq(sV + st * C::KV_BYTES + pn * C::PANEL_KV, &tm_v, pn * 64, kvh, j * BN, sq, p.seqs, bar_fv + 8 * st);
       }
     }
     return;
@@ -565,7 +582,8 @@ bool encode_map(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap *map, const v
   cuuint64_t strides[3] = {(cuuint64_t)hs * 2u, (cuuint64_t)ld * 2u, (cuuint64_t)S * (cuuint64_t)ld * 2u};
   cuuint32_t box[4] = {64u, 1u, (cuuint32_t)box_rows, 1u};
   cuuint32_t estr[4] = {1u, 1u, 1u, 1u};
-  const CUresult r = enc(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void *>(base), dims, strides, box, estr,
+  const cuuint32_t rank = seqs > 1 ? 4u : 3u; /* one sequence: the 3-D map (as before batching) */
+  const CUresult r = enc(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<void *>(base), dims, strides, box, estr,
                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS;
@@ -628,6 +646,7 @@ extern "C" h3_status h3_cuda_attention_sm90(cudaStream_t stream, const h3_attn_s
   p.out = a->out;
   p.ld_out = a->ld_out;
   p.S = a->S;
+  p.seqs = seqs;
   p.group = a->heads / a->kv_heads;
   p.sl2 = a->scale * kLog2e;
   *handled = true;
