@@ -62,7 +62,8 @@ static h3_status dit_forward(const h3_gen_models *m, const h3_dit_inputs *in, fl
  * DiT's; otherwise, or without background uploads, on their first use. */
 static void prefetch_video_decoder(const h3_gen_models *m) {
   h3_backend *be = m->be;
-  if (!m->vvae || !be || !be->ops->prefetch || !be->ops->mem_stats) return;
+  const char *env = getenv("H3_VVAE_PREFETCH");
+  if (!m->vvae || !be || !be->ops->prefetch || !be->ops->mem_stats || (env && strcmp(env, "0") == 0)) return;
   h3_backend_mem mem;
   if (be->ops->mem_stats(be, false, &mem) != H3_OK) return;
   const size_t need = 2 * h3_vvae_weights_bytes(m->vvae) + ((size_t)8 << 30); /* + activations */

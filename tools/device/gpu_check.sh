@@ -20,6 +20,9 @@ run() { # NAME CMD...: log to $out/NAME.log, keep the tail for the summary
   summary+=("$(printf '%-28s rc=%-3s %7d ms  %s' "$name" "$rc" "$ms" "$(grep -E 'checks|failed|FAIL|error' "$out/$name.log" | tail -1)")")
 }
 for t in test_cuda_backend test_cuda_attention test_cuda_vae_ops; do [ -x "$bin/$t" ] && run "$t" "$bin/$t"; done
+# the other K/V ring depth of each head size (defaults: 2 stages at d = 128, 3 at d = 64)
+[ -x "$bin/test_cuda_attention" ] && H3_ATTN_STAGES=2 run attention_2stages "$bin/test_cuda_attention" &&
+  H3_ATTN_STAGES=3 run attention_3stages "$bin/test_cuda_attention"
 for t in test_dit_golden test_generate_golden test_video_vae test_audio_vae test_text_encoder; do
   [ -x "$bin/$t" ] && H3_TEST_DEVICE=cuda run "cuda_$t" "$bin/$t"
 done
