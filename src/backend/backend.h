@@ -144,6 +144,10 @@ typedef struct h3_backend_ops {
   h3_status (*mem_stats)(h3_backend *be, bool reset_peak, struct h3_backend_mem *out);
   /* Optional: drop the device copies of host weights (made again on next use). */
   void (*release_weights)(h3_backend *be);
+  /* Optional: drop the device copy of host weight t, if there is one (after the
+   * work queued so far; made again on next use): a one-pass model frees each
+   * layer once done when the device is short of memory. */
+  void (*release_weight)(h3_backend *be, const h3_tensor *t);
   /* Optional (NULL: weights are read in place, as on the CPU): start copying
    * host weight t to the device in the background, so that the copy overlaps
    * the ops queued before its first use, which waits for it.  Advisory: a
@@ -255,6 +259,11 @@ static inline h3_status h3_backend_gated_residual_norm(h3_backend *be, h3_tensor
 /* be->ops->prefetch(be, t) where the backend has it (else nothing to do). */
 static inline h3_status h3_backend_prefetch(h3_backend *be, const h3_tensor *t) {
   return be->ops->prefetch ? be->ops->prefetch(be, t) : H3_OK;
+}
+
+/* be->ops->release_weight(be, t) where the backend has it. */
+static inline void h3_backend_release_weight(h3_backend *be, const h3_tensor *t) {
+  if (be->ops->release_weight && t && t->data) be->ops->release_weight(be, t);
 }
 
 /* be->ops->stream(be), or NULL where the backend has none. */

@@ -101,13 +101,44 @@ static h3_status embed(h3_text_encoder *m, const int32_t *ids, int64_t L, h3_ten
  * layers before them, and only a few raw copies wait at a time (each is widened
  * to f32 on first use and then dropped). */
 #define TE_PREFETCH_AHEAD 2
+#define TE_LAYER_TENSORS 11
+static void layer_tensors(const h3_te_layer *Lw, const h3_tensor *t[TE_LAYER_TENSORS]) {
+  const h3_tensor *all[TE_LAYER_TENSORS] = {&Lw->in_norm, &Lw->wq,        &Lw->wk,   &Lw->wv, &Lw->q_norm, &Lw->k_norm,
+                                            &Lw->wo,      &Lw->post_norm, &Lw->gate, &Lw->up, &Lw->down};
+  memcpy(t, all, sizeof all);
+}
+
 static h3_status prefetch_layer(h3_text_encoder *m, int64_t l) {
   if (!OPS->prefetch || l < 0 || l >= m->w->tap) return H3_OK;
-  const h3_te_layer *Lw = &m->w->layer[l];
-  const h3_tensor *t[] = {&Lw->in_norm, &Lw->wq,        &Lw->wk,   &Lw->wv, &Lw->q_norm, &Lw->k_norm,
-                          &Lw->wo,      &Lw->post_norm, &Lw->gate, &Lw->up, &Lw->down};
-  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) H3_TRY(h3_backend_prefetch(m->be, t[i]));
+  const h3_tensor *t[TE_LAYER_TENSORS];
+  layer_tensors(&m->w->layer[l], t);
+  for (size_t i = 0; i < TE_LAYER_TENSORS; i++) H3_TRY(h3_backend_prefetch(m->be, t[i]));
   return H3_OK;
+}
+
+/* Whether to drop each layer's device copies once it is done: only where the
+ * device cannot hold the f32 copies of all layers up to the tap (and the
+ * backend can drop them one by one); elsewhere they stay for the next prompt. */
+static bool release_layers(h3_text_encoder *m) {
+  h3_backend_mem mem;
+  if (!OPS->release_weight || !OPS->mem_stats || OPS->mem_stats(m->be, false, &mem) != H3_OK) return false;
+  size_t need = (size_t)4 << 30; /* activations and scratch */
+  for (int64_t l = 0; l < m->w->tap; l++) {
+    const h3_tensor *t[TE_LAYER_TENSORS];
+    layer_tensors(&m->w->layer[l], t);
+    for (size_t i = 0; i < TE_LAYER_TENSORS; i++) need += (size_t)h3_tensor_numel(t[i]) * sizeof(float);
+  }
+  const size_t avail = mem.device_total > mem.device_used ? mem.device_total - mem.device_used : 0;
+  if (avail >= need) return false;
+  H3_LOGI("text encoder: %.1f GiB free for %.1f GiB of f32 layer copies: each layer's copies are dropped once it is done",
+          (double)avail / 1073741824.0, (double)need / 1073741824.0);
+  return true;
+}
+
+static void release_layer(h3_text_encoder *m, int64_t l) {
+  const h3_tensor *t[TE_LAYER_TENSORS];
+  layer_tensors(&m->w->layer[l], t);
+  for (size_t i = 0; i < TE_LAYER_TENSORS; i++) h3_backend_release_weight(m->be, t[i]);
 }
 
 static h3_status forward(h3_text_encoder *m, const int32_t *ids, int64_t L, const int64_t *positions, float *out) {
@@ -165,6 +196,7 @@ static h3_status forward(h3_text_encoder *m, const int32_t *ids, int64_t L, cons
   h3_tensor qp = cols_of(&qkv, 0, NQ), kp = cols_of(&qkv, NQ, NKV), vp = cols_of(&qkv, NQ + NKV, NKV);
   h3_tensor fg = cols_of(&f, 0, I), fu = cols_of(&f, I, I);
   const float eps = (float)c->eps, scale = (float)(1.0 / sqrt((double)D));
+  const bool release = release_layers(m);
   for (int64_t l = 0; l < TE_PREFETCH_AHEAD; l++) H3_TRY(prefetch_layer(m, l));
   for (int64_t l = 0; l < w->tap; l++) {
     const h3_te_layer *Lw = &w->layer[l];
@@ -183,6 +215,7 @@ static h3_status forward(h3_text_encoder *m, const int32_t *ids, int64_t L, cons
     H3_TRY(OPS->swiglu(m->be, &f, 0, I, &g));
     H3_TRY(OPS->linear(m->be, &g, &Lw->down, NULL, &y));
     H3_TRY(OPS->add(m->be, &x, &y));
+    if (release) release_layer(m, l);
   }
   H3_TRY(OPS->download(m->be, out, x.data, h3_tensor_nbytes(&x)));
   H3_TRY(OPS->sync(m->be));

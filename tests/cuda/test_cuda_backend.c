@@ -859,6 +859,50 @@ static void t_misc(h3_backend *gpu) {
   }
 }
 
+/* release_weight drops one weight's device copy (the next use uploads it again, same
+ * result); H3_CUDA_MEM_LIMIT_GB makes a backend act as a smaller device. */
+static void t_release_and_limit(h3_backend *gpu) {
+  const mode *m = &MODES[2];
+  set_mode(gpu, m);
+  const int64_t M = 9, K = 128, N = 200;
+  hweight w = hweight_make(H3_DT_BF16, N, K, 0, 0, 0, 0, 1.0f / sqrtf((float)K));
+  buf x = buf_make(gpu, M, K, m->adt, 1.0f, 0.0f);
+  buf y = buf_make(gpu, M, N, m->adt, 1.0f, 0.0f);
+  h3_tensor hx = hv(&x, 0, K), dx = dv(&x, 0, K), hy = hv(&y, 0, N), dy = dv(&y, 0, N);
+  OP(g_cpu->ops->linear(g_cpu, &hx, &w.t, NULL, &hy));
+  OP(gpu->ops->linear(gpu, &dx, &w.t, NULL, &dy));
+  const size_t held = h3_cuda_weight_cache_bytes(gpu);
+  h3_backend_release_weight(gpu, &w.t);
+  const size_t after = h3_cuda_weight_cache_bytes(gpu);
+  expect(held - after == (size_t)(N * K * 2), "release_weight: the weight's device copy is dropped");
+  h3_backend_release_weight(gpu, &w.t); /* not cached: nothing to do */
+  OP(gpu->ops->linear(gpu, &dx, &w.t, NULL, &dy));
+  buf_check("release_weight: uploaded again on the next use", &y, 0, N, m->tol);
+  buf_free(&x);
+  buf_free(&y);
+
+  setenv("H3_CUDA_MEM_LIMIT_GB", "0.25", 1);
+  h3_backend *small = NULL;
+  h3_status s = h3_backend_cuda_create(0, &small);
+  unsetenv("H3_CUDA_MEM_LIMIT_GB");
+  expect(s == H3_OK, "a backend with H3_CUDA_MEM_LIMIT_GB");
+  if (s != H3_OK) return;
+  h3_backend_mem mem;
+  OP(small->ops->mem_stats(small, false, &mem));
+  expect(mem.device_total == ((size_t)1 << 28), "H3_CUDA_MEM_LIMIT_GB=0.25: mem_stats reports a 256 MiB device");
+  void *a = NULL, *b = NULL;
+  OP(small->ops->alloc(small, (size_t)128 << 20, &a));
+  expect(small->ops->alloc(small, (size_t)160 << 20, &b) == H3_ERR_NOMEM && !b,
+         "H3_CUDA_MEM_LIMIT_GB: an allocation past the limit fails with NOMEM");
+  OP(small->ops->mem_stats(small, false, &mem));
+  expect(mem.device_used >= ((size_t)128 << 20) && mem.device_used < mem.device_total,
+         "H3_CUDA_MEM_LIMIT_GB: used counts this backend's buffers");
+  small->ops->free(small, a);
+  OP(small->ops->alloc(small, (size_t)160 << 20, &b)); /* fits once the first is freed */
+  small->ops->free(small, b);
+  h3_backend_destroy(small);
+}
+
 int main(void) {
   if (h3_cuda_device_count() < 1) {
     printf("SKIP: no CUDA device\n");
@@ -895,6 +939,7 @@ int main(void) {
   }
   t_misc(gpu);
   t_prefetch(gpu);
+  t_release_and_limit(gpu);
   printf("weight cache: %zu bytes on the first backend, %zu on the second\n", h3_cuda_weight_cache_bytes(gpu),
          h3_cuda_weight_cache_bytes(gpu2));
   uint64_t lt1, ex1, lt2, ex2;

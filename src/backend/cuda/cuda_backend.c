@@ -111,13 +111,10 @@ static h3_status cuda_alloc(h3_backend *be, size_t bytes, void **out) {
   *out = NULL;
   H3_TRY(h3_cuda_enter(be, "alloc"));
   void *p = NULL;
-  cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
+  cudaError_t e = h3_cuda_dev_alloc(h3_cuda_impl_of(be), &p, bytes);
+  if (e != cudaSuccess)
     return h3_fail(H3_ERR_NOMEM, "cuda backend: cudaMalloc of %zu bytes failed: %s (%s)", bytes, cudaGetErrorName(e),
                    cudaGetErrorString(e));
-  }
-  h3_cuda_track(h3_cuda_impl_of(be), p, bytes);
   *out = p;
   return H3_OK;
 }
@@ -170,13 +167,10 @@ h3_status h3_cuda_scratch(h3_backend *be, int slot, size_t bytes, void **out) {
     b->cap = 0;
   }
   void *p = NULL;
-  cudaError_t e = cudaMalloc(&p, cap);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
+  cudaError_t e = h3_cuda_dev_alloc(c, &p, cap);
+  if (e != cudaSuccess)
     return h3_fail(H3_ERR_NOMEM, "cuda backend: cudaMalloc of %zu scratch bytes failed: %s (%s)", cap,
                    cudaGetErrorName(e), cudaGetErrorString(e));
-  }
-  h3_cuda_track(c, p, cap);
   b->p = p;
   b->cap = cap;
   *out = p;
@@ -228,15 +222,10 @@ static h3_status insert_entry(h3_cuda_impl *c, size_t pos, const h3_cuda_wentry 
 }
 
 static h3_status dev_alloc(h3_cuda_impl *c, size_t bytes, const char *op, const char *what, void **out) {
-  *out = NULL;
-  cudaError_t e = cudaMalloc(out, bytes ? bytes : 1);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    *out = NULL;
+  cudaError_t e = h3_cuda_dev_alloc(c, out, bytes);
+  if (e != cudaSuccess)
     return h3_fail(H3_ERR_NOMEM, "%s: cudaMalloc of %zu bytes for %s failed: %s (%s)", op, bytes, what,
                    cudaGetErrorName(e), cudaGetErrorString(e));
-  }
-  h3_cuda_track(c, *out, bytes);
   return H3_OK;
 }
 
@@ -559,6 +548,16 @@ void h3_cuda_weight_cache_clear(h3_backend *be) {
   c->graph_epoch++;
 }
 
+void h3_cuda_weight_release(h3_backend *be, const h3_tensor *t) {
+  h3_cuda_impl *c = h3_cuda_impl_of(be);
+  if (!t || !t->data || h3_cuda_enter(be, "weight release") != H3_OK) return;
+  const long i = find_entry(c, (uintptr_t)t->data, NULL);
+  if (i < 0) return;
+  (void)cudaStreamSynchronize(c->stream); /* queued ops may still read it */
+  (void)cudaGetLastError();
+  evict_entry(c, (size_t)i);
+}
+
 /* ---- create / destroy ------------------------------------------------------------ */
 
 static void impl_release(h3_cuda_impl *c) {
@@ -644,6 +643,10 @@ static h3_status cuda_mem_stats(h3_backend *be, bool reset_peak, h3_backend_mem 
   out->device_total = tot;
   out->device_used = tot - fr;
   h3_cuda_dev_usage(c, reset_peak, &out->alloc_now, &out->alloc_peak);
+  if (c->mem_limit && c->mem_limit < tot) { /* a smaller device: only this backend's buffers count */
+    out->device_total = c->mem_limit;
+    out->device_used = out->alloc_now < c->mem_limit ? out->alloc_now : c->mem_limit;
+  }
   out->weights = c->wbytes;
   uint64_t jobs = 0, bytes = 0;
   h3_cuda_prefetch_counts(be, &jobs, &bytes);
@@ -690,6 +693,7 @@ static const h3_backend_ops cuda_ops = {
     .timer_stop = cuda_timer_stop,
     .mem_stats = cuda_mem_stats,
     .release_weights = h3_cuda_weight_cache_clear,
+    .release_weight = h3_cuda_weight_release,
     .prefetch = h3_cuda_prefetch,
     .graph_begin = h3_cuda_graph_begin,
     .graph_end = h3_cuda_graph_end,
@@ -789,6 +793,14 @@ h3_status h3_backend_cuda_create(int device, h3_backend **out) {
   }
   const char *pf = getenv("H3_PREFETCH");
   c->prefetch_off = pf && strcmp(pf, "0") == 0;
+  const char *ml = getenv("H3_CUDA_MEM_LIMIT_GB");
+  if (ml && *ml) {
+    const double gb = strtod(ml, NULL);
+    if (gb > 0) {
+      c->mem_limit = (size_t)(gb * 1073741824.0);
+      H3_LOGI("cuda backend: acting as a %.1f GiB device (H3_CUDA_MEM_LIMIT_GB)", gb);
+    }
+  }
   const char *gm = getenv("H3_CUDA_GEMM");
   c->gemm_mode = gm && strcmp(gm, "gemmex") == 0 ? 1 : 0;
   const char *cr = getenv("H3_CUDA_LINEAR_CHUNK_ROWS");

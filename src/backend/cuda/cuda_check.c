@@ -125,6 +125,24 @@ void h3_cuda_track(h3_cuda_impl *c, void *p, size_t bytes) {
   pthread_mutex_unlock(&g_reg_mu);
 }
 
+cudaError_t h3_cuda_dev_alloc(h3_cuda_impl *c, void **p, size_t bytes) {
+  *p = NULL;
+  if (c->mem_limit) {
+    pthread_mutex_lock(&g_reg_mu);
+    const bool over = c->dev_bytes + bytes > c->mem_limit;
+    pthread_mutex_unlock(&g_reg_mu);
+    if (over) return cudaErrorMemoryAllocation;
+  }
+  cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    *p = NULL;
+    return e;
+  }
+  h3_cuda_track(c, *p, bytes);
+  return cudaSuccess;
+}
+
 void h3_cuda_untrack(void *p) {
   if (!p) return;
   uintptr_t lo = (uintptr_t)p;

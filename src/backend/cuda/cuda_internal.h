@@ -119,6 +119,7 @@ typedef struct h3_cuda_impl {
   uint64_t synth_serial;
   struct h3_cuda_uploader *uploader; /* background weight uploads (made on the first prefetch) */
   bool prefetch_off;  /* H3_PREFETCH=0, or the uploader could not start */
+  size_t mem_limit;   /* H3_CUDA_MEM_LIMIT_GB: act as a device of this many bytes (0: the real size) */
 } h3_cuda_impl;
 
 static inline h3_cuda_impl *h3_cuda_impl_of(h3_backend *be) { return (h3_cuda_impl *)be->impl; }
@@ -171,6 +172,8 @@ const void *h3_cuda_weight_ptr(h3_backend *be, const h3_tensor *w, h3_dtype want
  * its device copy and cached with it (be->narrow_weights). */
 h3_status h3_cuda_weight_bf16(h3_backend *be, const h3_tensor *t, const char *op, const char *name, const void **dev);
 void h3_cuda_weight_cache_clear(h3_backend *be);
+/* The backend's release_weight op: evict t's cache entry (after a stream sync). */
+void h3_cuda_weight_release(h3_backend *be, const h3_tensor *t);
 /* The backend's prefetch op: queue the background upload of host weight t
  * (nothing when it is cached already, device memory, or while recording a graph). */
 h3_status h3_cuda_prefetch(h3_backend *be, const h3_tensor *t);
@@ -204,6 +207,10 @@ void h3_cuda_untrack(void *p);
 void h3_cuda_untrack_owner(h3_cuda_impl *c);
 void h3_cuda_forget_foreign(void);
 cudaError_t h3_cuda_dev_free(void *p);
+/* cudaMalloc + track, refused (cudaErrorMemoryAllocation) when c's tracked
+ * bytes would pass c->mem_limit: every device buffer of the backend goes
+ * through it. */
+cudaError_t h3_cuda_dev_alloc(h3_cuda_impl *c, void **p, size_t bytes);
 /* c's tracked device bytes now and at their high-water (then reset to now when
  * reset_peak), read under the registry's lock: the uploader thread allocates too. */
 void h3_cuda_dev_usage(h3_cuda_impl *c, bool reset_peak, size_t *now, size_t *peak);

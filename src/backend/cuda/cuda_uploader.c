@@ -80,14 +80,11 @@ static void copy_range(void *arg, int64_t b, int64_t e, int thread) {
 static bool run_job(h3_cuda_uploader *u, h3_cuda_upjob *j) {
   const h3_cuda_upsrc *s = &j->src;
   const size_t bytes = s->bytes ? s->bytes : 1;
-  cudaError_t e = cudaMalloc(&j->dev, bytes);
+  cudaError_t e = h3_cuda_dev_alloc(u->c, &j->dev, bytes);
   if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    j->dev = NULL;
     snprintf(j->err, sizeof j->err, "cudaMalloc of %zu bytes: %s", bytes, cudaGetErrorString(e));
     return false;
   }
-  h3_cuda_track(u->c, j->dev, bytes);
   if (s->synth) {
     if (h3_cuda_synth_fill(u->stream, j->dev, s->dt, s->bytes, s->ndim, s->last_dim, s->seed) != H3_OK) {
       snprintf(j->err, sizeof j->err, "%s", h3_last_error());
