@@ -9,8 +9,9 @@
  *   -> blocks (RMSNorm, QKV, per-head RMSNorm + split-half RoPE, attention,
  *      LayerScale residual, RMSNorm, SwiGLU FFN, LayerScale residual)
  *   -> LayerNorm -> proj_out on the P patch tokens.
- * Row-wise ops run once over all B*N rows; attention, the small input
- * projections and proj_out run per tile.  The big GEMMs (qkv, out, w1, w2)
+ * Row-wise ops run once over all B*N rows; attention is one call over B
+ * sequences (h3_qkv_layout.seqs); the small input projections and proj_out
+ * run per tile.  The big GEMMs (qkv, out, w1, w2)
  * run over all B*N rows in the half (bf16) path; in the exact f32 path they run
  * per tile, so that every tile sees exactly the ops of a one-tile forward and
  * the frames are bit-identical to one tile per forward.  Backend activations
@@ -19,9 +20,10 @@
  * downloaded proj_out rows of a whole window) in another.  Stitching,
  * cross-fades and the final de-normalization run on the host in f32, reading
  * the proj_out rows in place (unpatchify as an index map) and writing straight
- * into the caller's frame buffer, on the default thread pool; on an
- * asynchronous backend (CUDA) the next window's first forward is queued
- * before the host stitches the current one. */
+ * into the caller's frame buffer (planar or channels-last), on the default
+ * thread pool; on an asynchronous backend (CUDA) the host gathers the next
+ * forward's tokens while the GPU runs the current one, and widens and
+ * stitches a forward's rows while the GPU runs the next. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
