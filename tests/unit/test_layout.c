@@ -13,54 +13,13 @@
 #include "testutil.h"
 
 static json_t *load(const char *name) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/tests/golden/pipeline/%s", h3t_source_dir(), name);
-  json_error_t err;
-  json_t *j = json_load_file(path, 0, &err);
-  if (!j)
-    fprintf(stderr, "cannot load %s: %s (line %d)\n", path, err.text, err.line);
-  return j;
+  char rel[256];
+  snprintf(rel, sizeof rel, "tests/golden/pipeline/%s", name);
+  return h3t_load_json(rel);
 }
 
-static size_t hex_words(const char *s, int width, void **out) {
-  size_t n = s ? strlen(s) / (size_t)width : 0;
-  unsigned char *v = malloc((n ? n : 1) * (size_t)(width / 2));
-  for (size_t i = 0; i < n; i++) {
-    char buf[17];
-    memcpy(buf, s + (size_t)width * i, (size_t)width);
-    buf[width] = 0;
-    uint64_t u = strtoull(buf, NULL, 16);
-    if (width == 8) {
-      uint32_t w = (uint32_t)u;
-      memcpy(v + 4 * i, &w, 4);
-    } else {
-      memcpy(v + 8 * i, &u, 8);
-    }
-  }
-  *out = v;
-  return n;
-}
-static size_t hex_f32(const char *s, float **out) { return hex_words(s, 8, (void **)out); }
-static size_t hex_f64(const char *s, double **out) { return hex_words(s, 16, (void **)out); }
-
-static uint32_t crc32_bytes(const void *data, size_t n) {
-  static uint32_t table[256];
-  static int init = 0;
-  if (!init) {
-    for (uint32_t i = 0; i < 256; i++) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; k++)
-        c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      table[i] = c;
-    }
-    init = 1;
-  }
-  const unsigned char *p = data;
-  uint32_t c = 0xFFFFFFFFu;
-  for (size_t i = 0; i < n; i++)
-    c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
+static size_t hex_f32(const char *s, float **out) { return h3t_hex_words(s, 8, (void **)out); }
+static size_t hex_f64(const char *s, double **out) { return h3t_hex_words(s, 16, (void **)out); }
 
 static int64_t geti(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
 
@@ -137,16 +96,16 @@ static void check_case(const char *name, json_t *c) {
     h3_layout_free(&l);
     return;
   }
-  CHECK_MSG(crc32_bytes(l.position_ids, (size_t)S * 12) == (uint32_t)geti(c, "crc_pos32"), "%s: f32 positions",
+  CHECK_MSG(h3t_crc32(l.position_ids, (size_t)S * 12) == (uint32_t)geti(c, "crc_pos32"), "%s: f32 positions",
             name);
-  CHECK_MSG(crc32_bytes(l.position_ids_f64, (size_t)S * 24) == (uint32_t)geti(c, "crc_pos64"),
+  CHECK_MSG(h3t_crc32(l.position_ids_f64, (size_t)S * 24) == (uint32_t)geti(c, "crc_pos64"),
             "%s: f64 positions", name);
-  CHECK_MSG(crc32_bytes(l.token_tags, (size_t)S * 8) == (uint32_t)geti(c, "crc_tags"), "%s: tags", name);
-  CHECK_MSG(crc32_bytes(l.video_indices, (size_t)l.num_video_rows * 8) == (uint32_t)geti(c, "crc_video_indices"),
+  CHECK_MSG(h3t_crc32(l.token_tags, (size_t)S * 8) == (uint32_t)geti(c, "crc_tags"), "%s: tags", name);
+  CHECK_MSG(h3t_crc32(l.video_indices, (size_t)l.num_video_rows * 8) == (uint32_t)geti(c, "crc_video_indices"),
             "%s: video indices", name);
-  CHECK_MSG(crc32_bytes(l.audio_indices, (size_t)l.num_audio_rows * 8) == (uint32_t)geti(c, "crc_audio_indices"),
+  CHECK_MSG(h3t_crc32(l.audio_indices, (size_t)l.num_audio_rows * 8) == (uint32_t)geti(c, "crc_audio_indices"),
             "%s: audio indices", name);
-  CHECK_MSG(crc32_bytes(l.text_indices, (size_t)l.num_text * 8) == (uint32_t)geti(c, "crc_text_indices"),
+  CHECK_MSG(h3t_crc32(l.text_indices, (size_t)l.num_text * 8) == (uint32_t)geti(c, "crc_text_indices"),
             "%s: text indices", name);
 
   if (json_object_get(c, "pos64")) {
@@ -209,7 +168,7 @@ static void check_case(const char *name, json_t *c) {
     CHECK_MSG((size_t)K == nk && same_bytes(ts, want, nk, 4, "timestep", name), "%s step %lld: K=%lld want %zu",
               name, (long long)i, (long long)K, nk);
     free(want);
-    CHECK_MSG(crc32_bytes(idx, (size_t)S * 8) == (uint32_t)geti(s, "crc_indices"), "%s step %lld: indices", name,
+    CHECK_MSG(h3t_crc32(idx, (size_t)S * 8) == (uint32_t)geti(s, "crc_indices"), "%s step %lld: indices", name,
               (long long)i);
     json_t *full = json_object_get(s, "indices");
     if (full) {

@@ -10,13 +10,9 @@
 #include "testutil.h"
 
 static json_t *load(const char *name) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/tests/golden/pipeline/%s", h3t_source_dir(), name);
-  json_error_t err;
-  json_t *j = json_load_file(path, 0, &err);
-  if (!j)
-    fprintf(stderr, "cannot load %s: %s (line %d)\n", path, err.text, err.line);
-  return j;
+  char rel[256];
+  snprintf(rel, sizeof rel, "tests/golden/pipeline/%s", name);
+  return h3t_load_json(rel);
 }
 
 static double hex_f64(const char *s) {

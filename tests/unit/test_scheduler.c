@@ -17,38 +17,7 @@ static uint32_t bits(float f) {
 }
 
 /* "3f800000..." -> floats; returns the count (caller frees *out). */
-static size_t hex_f32(const char *s, float **out) {
-  size_t n = strlen(s) / 8;
-  float *v = malloc((n ? n : 1) * sizeof *v);
-  for (size_t i = 0; i < n; i++) {
-    char buf[9];
-    memcpy(buf, s + 8 * i, 8);
-    buf[8] = 0;
-    uint32_t u = (uint32_t)strtoul(buf, NULL, 16);
-    memcpy(&v[i], &u, 4);
-  }
-  *out = v;
-  return n;
-}
-
-static uint32_t crc32_bytes(const void *data, size_t n) {
-  static uint32_t table[256];
-  static int init = 0;
-  if (!init) {
-    for (uint32_t i = 0; i < 256; i++) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; k++)
-        c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      table[i] = c;
-    }
-    init = 1;
-  }
-  const unsigned char *p = data;
-  uint32_t c = 0xFFFFFFFFu;
-  for (size_t i = 0; i < n; i++)
-    c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
+static size_t hex_f32(const char *s, float **out) { return h3t_hex_words(s, 8, (void **)out); }
 
 static int same_bits(const float *a, const float *b, size_t n, const char *what, long long tag) {
   for (size_t i = 0; i < n; i++)
@@ -61,13 +30,9 @@ static int same_bits(const float *a, const float *b, size_t n, const char *what,
 }
 
 static json_t *load(const char *name) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/tests/golden/pipeline/%s", h3t_source_dir(), name);
-  json_error_t err;
-  json_t *j = json_load_file(path, 0, &err);
-  if (!j)
-    fprintf(stderr, "cannot load %s: %s (line %d)\n", path, err.text, err.line);
-  return j;
+  char rel[256];
+  snprintf(rel, sizeof rel, "tests/golden/pipeline/%s", name);
+  return h3t_load_json(rel);
 }
 
 static void test_spec_examples(void) {
@@ -149,11 +114,11 @@ static void test_grids(json_t *root) {
     uint32_t want[5], got[5];
     for (int k = 0; k < 5; k++)
       want[k] = (uint32_t)json_integer_value(json_array_get(g, 3 + k));
-    got[0] = crc32_bytes(base, (size_t)n * 4);
-    got[1] = crc32_bytes(p.video.sigmas, (size_t)p.video.num_sigmas * 4);
-    got[2] = crc32_bytes(p.audio.sigmas, (size_t)p.audio.num_sigmas * 4);
-    got[3] = crc32_bytes(p.video.timesteps, (size_t)p.video.num_timesteps * 4);
-    got[4] = crc32_bytes(p.audio.timesteps, (size_t)p.audio.num_timesteps * 4);
+    got[0] = h3t_crc32(base, (size_t)n * 4);
+    got[1] = h3t_crc32(p.video.sigmas, (size_t)p.video.num_sigmas * 4);
+    got[2] = h3t_crc32(p.audio.sigmas, (size_t)p.audio.num_sigmas * 4);
+    got[3] = h3t_crc32(p.video.timesteps, (size_t)p.video.num_timesteps * 4);
+    got[4] = h3t_crc32(p.audio.timesteps, (size_t)p.audio.num_timesteps * 4);
     int ok = p.video.num_sigmas == json_integer_value(json_array_get(g, 1)) &&
              p.audio.num_sigmas == json_integer_value(json_array_get(g, 2));
     for (int k = 0; k < 5; k++)

@@ -2,6 +2,7 @@
 
 #include "backend/backend_select.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,4 +56,49 @@ int h3t_backend(struct h3_backend **out) {
   if (s != H3_OK) fprintf(stderr, "backend %s: %s\n", dev ? dev : "cpu", h3_last_error());
   else if (dev && *dev) printf("backend: %s\n", (*out)->name);
   return s;
+}
+
+json_t *h3t_load_json(const char *relpath) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", h3t_source_dir(), relpath);
+  json_error_t err;
+  json_t *j = json_load_file(path, 0, &err);
+  if (!j) fprintf(stderr, "cannot load %s: %s (line %d)\n", path, err.text, err.line);
+  return j;
+}
+
+size_t h3t_hex_words(const char *s, int width, void **out) {
+  const size_t n = s ? strlen(s) / (size_t)width : 0;
+  unsigned char *v = malloc((n ? n : 1) * (size_t)(width / 2));
+  for (size_t i = 0; v && i < n; i++) {
+    char buf[17];
+    memcpy(buf, s + (size_t)width * i, (size_t)width);
+    buf[width] = 0;
+    const uint64_t u = strtoull(buf, NULL, 16);
+    if (width == 8) {
+      const uint32_t w = (uint32_t)u;
+      memcpy(v + 4 * i, &w, 4);
+    } else {
+      memcpy(v + 8 * i, &u, 8);
+    }
+  }
+  *out = v;
+  return n;
+}
+
+uint32_t h3t_crc32(const void *data, size_t n) {
+  static uint32_t table[256];
+  static int init = 0;
+  if (!init) {
+    for (uint32_t i = 0; i < 256; i++) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      table[i] = c;
+    }
+    init = 1;
+  }
+  const unsigned char *p = data;
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; i++) c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
 }

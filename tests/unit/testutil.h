@@ -43,4 +43,14 @@ const char *h3t_tmpdir(void);
 const char *h3t_source_dir(void);
 const char *h3t_shared_dir(void);
 
+/* Golden-fixture helpers.  A JSON file under the source tree
+ * ("tests/golden/pipeline/layout.json"), NULL with a message when it cannot be
+ * read (json_decref when done); "3f800000..." hex words of `width` digits (8:
+ * 32-bit, 16: 64-bit) as their bytes, *out malloc'd, the count returned; the
+ * CRC-32 (zlib's) of n bytes. */
+struct json_t;
+struct json_t *h3t_load_json(const char *relpath);
+size_t h3t_hex_words(const char *s, int width, void **out);
+uint32_t h3t_crc32(const void *data, size_t n);
+
 #endif
