@@ -75,6 +75,17 @@ static int64_t count_bits_differ(const float *a, const float *b, int64_t n) {
   return d;
 }
 
+/* The fixture's t2va request and text rows. */
+static void fixture_request(const fixture *f, h3_request *req, h3_gen_text *text) {
+  memset(req, 0, sizeof *req);
+  req->workflow = H3_WORKFLOW_T2VA;
+  req->has_num_frames = true, req->num_frames = f->req[0];
+  req->has_height = true, req->height = f->req[1];
+  req->has_width = true, req->width = f->req[2];
+  req->has_steps = true, req->num_inference_steps = f->req[3];
+  *text = (h3_gen_text){.states = f->text, .tags = f->tags, .n = f->t_text.shape[0], .dim = f->t_text.shape[1]};
+}
+
 static void run_case(const h3_gen_models *m, const char *root, const char *name) {
   char path[1200];
   snprintf(path, sizeof path, "%s/tests/golden/generate/case_%s.safetensors", root, name);
@@ -85,13 +96,8 @@ static void run_case(const h3_gen_models *m, const char *root, const char *name)
   const int64_t frames = f.req[0], H = f.req[1], W = f.req[2], steps = f.req[3], seed = f.req[4];
 
   h3_request req;
-  memset(&req, 0, sizeof req);
-  req.workflow = H3_WORKFLOW_T2VA;
-  req.has_num_frames = true, req.num_frames = frames;
-  req.has_height = true, req.height = H;
-  req.has_width = true, req.width = W;
-  req.has_steps = true, req.num_inference_steps = steps;
-  h3_gen_text text = {.states = f.text, .tags = f.tags, .n = f.t_text.shape[0], .dim = f.t_text.shape[1]};
+  h3_gen_text text;
+  fixture_request(&f, &req, &text);
   h3_gen_result r;
   s = h3_generate(m, &req, (uint64_t)seed, &text, NULL, NULL, &r);
   CHECK_MSG(s == H3_OK, "case %s: h3_generate: %s", name, h3_last_error());
@@ -192,6 +198,55 @@ static void run_case(const h3_gen_models *m, const char *root, const char *name)
   fixture_free(&f);
 }
 
+/* Memory by phase (h3_generate): on a device with room the video decoder's
+ * weights are queued during the last DiT step and nothing is dropped; on one
+ * without, nothing is queued and the DiT's weights are dropped before the
+ * decode.  Either way the outputs are those of the plain backend, bit for bit. */
+static void test_memory_phases(const h3_gen_models *m, const char *root) {
+  char path[1200];
+  snprintf(path, sizeof path, "%s/tests/golden/generate/case_a.safetensors", root);
+  fixture f;
+  h3_status s = fixture_load(path, &f);
+  CHECK_MSG(s == H3_OK, "%s: %s", path, h3_last_error());
+  if (s != H3_OK) return;
+  h3_request req;
+  h3_gen_text text;
+  fixture_request(&f, &req, &text);
+  h3_gen_result plain;
+  s = h3_generate(m, &req, (uint64_t)f.req[4], &text, NULL, NULL, &plain);
+  CHECK_MSG(s == H3_OK, "memory phases: plain run: %s", h3_last_error());
+  const struct {
+    const char *what;
+    size_t total, used;
+    bool roomy;
+  } devs[] = {{"roomy device", (size_t)1 << 40, 0, true}, {"small device", (size_t)1 << 30, (size_t)1 << 29, false}};
+  for (size_t i = 0; s == H3_OK && i < sizeof devs / sizeof devs[0]; i++) {
+    h3t_fake_mem fm = {.total = devs[i].total, .used = devs[i].used};
+    h3t_fake_mem_install(m->be, &fm);
+    h3_gen_result r;
+    h3_status sr = h3_generate(m, &req, (uint64_t)f.req[4], &text, NULL, NULL, &r);
+    h3t_fake_mem_remove(m->be);
+    CHECK_MSG(sr == H3_OK, "memory phases, %s: %s", devs[i].what, h3_last_error());
+    if (sr != H3_OK) continue;
+    printf("memory phases, %s (%lld steps): %d weights queued, DiT weights dropped %d time(s)\n", devs[i].what,
+           (long long)f.req[3], fm.prefetches, fm.releases_all);
+    if (devs[i].roomy) {
+      CHECK_MSG(f.req[3] < 3 || fm.prefetches > 0, "memory phases: the decoder's weights were not queued");
+      CHECK_MSG(fm.releases_all == 0, "memory phases: weights dropped on a device with room");
+    } else {
+      CHECK_MSG(fm.prefetches == 0, "memory phases: weights queued on a device without room");
+      CHECK_MSG(fm.releases_all == 1, "memory phases: the DiT's weights were dropped %d times (want 1)", fm.releases_all);
+    }
+    const size_t nf = (size_t)(r.num_frames * r.height * r.width * 3);
+    CHECK_MSG(r.num_frames == plain.num_frames && r.frames && plain.frames &&
+                  memcmp(r.frames, plain.frames, nf * sizeof(float)) == 0,
+              "memory phases, %s: frames differ from the plain run", devs[i].what);
+    h3_gen_result_free(&r);
+  }
+  if (s == H3_OK) h3_gen_result_free(&plain);
+  fixture_free(&f);
+}
+
 int main(void) {
   const char *root = h3t_source_dir();
   char dir[1200], path[1300];
@@ -227,6 +282,7 @@ int main(void) {
     h3_gen_models m = {.be = be, .dit_w = dw, .dit = dit, .vvae = vw, .avae = ad};
     static const char *cases[] = {"a", "b", "c"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&m, root, cases[i]);
+    test_memory_phases(&m, root);
   }
   h3_avae_decoder_free(ad);
   h3_vvae_close(vw);

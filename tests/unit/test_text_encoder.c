@@ -390,6 +390,41 @@ static void test_errors(h3_tokenizer *tok) {
   }
 }
 
+/* Memory by phase: on a device that cannot hold every layer's copies the encoder
+ * drops each layer's 11 weights once the layer is done; with room it drops none.
+ * The hidden states are the same bit for bit. */
+static void test_layer_release(void) {
+  h3_te_weights *w = NULL;
+  if (h3_te_weights_open(g_model, NULL, 3, &w) != H3_OK) {
+    CHECK_MSG(0, "open %s: %s", g_model, h3_last_error());
+    return;
+  }
+  const int64_t L = 9, Hd = w->cfg.hidden;
+  int32_t ids[9];
+  for (int64_t i = 0; i < L; i++) ids[i] = (int32_t)((i * 37 + 5) % w->cfg.vocab);
+  float *out[2] = {malloc((size_t)(L * Hd) * sizeof(float)), malloc((size_t)(L * Hd) * sizeof(float))};
+  const size_t totals[2] = {(size_t)1 << 40, (size_t)1 << 20}; /* room for everything / for almost nothing */
+  int released[2] = {-1, -1};
+  for (int k = 0; k < 2; k++) {
+    h3t_fake_mem fm = {.total = totals[k], .used = 0};
+    h3t_fake_mem_install(g_be, &fm);
+    h3_text_encoder *te = NULL;
+    h3_status s = h3_te_create(g_be, w, &te);
+    if (s == H3_OK) s = h3_te_forward(te, ids, L, NULL, out[k]);
+    h3_te_destroy(te);
+    h3t_fake_mem_remove(g_be);
+    CHECK_MSG(s == H3_OK, "layer release run %d: %s", k, h3_last_error());
+    released[k] = fm.releases_one;
+  }
+  printf("text encoder, 3 layers: weights dropped %d (room) / %d (no room)\n", released[0], released[1]);
+  CHECK(released[0] == 0);
+  CHECK(released[1] == 3 * 11);
+  CHECK(memcmp(out[0], out[1], (size_t)(L * Hd) * sizeof(float)) == 0);
+  free(out[0]);
+  free(out[1]);
+  h3_te_weights_close(w);
+}
+
 int main(void) {
   snprintf(g_golden, sizeof g_golden, "%s/tests/golden/text_encoder", h3t_source_dir());
   snprintf(g_tmp, sizeof g_tmp, "%s", h3t_tmpdir());
@@ -430,6 +465,7 @@ int main(void) {
   test_layers(lc ? lc : "fox");
   test_mrope();
   test_errors(tok);
+  test_layer_release();
 
   h3_tokenizer_free(tok);
   json_decref(meta);

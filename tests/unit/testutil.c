@@ -102,3 +102,44 @@ uint32_t h3t_crc32(const void *data, size_t n) {
   for (size_t i = 0; i < n; i++) c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
   return c ^ 0xFFFFFFFFu;
 }
+
+static h3t_fake_mem *g_fake;
+static h3_backend_ops g_fake_ops;
+static const h3_backend_ops *g_fake_saved;
+
+static h3_status fake_mem_stats(h3_backend *be, bool reset_peak, h3_backend_mem *out) {
+  (void)be, (void)reset_peak;
+  memset(out, 0, sizeof *out);
+  out->device_total = g_fake->total;
+  out->device_used = g_fake->used;
+  return H3_OK;
+}
+static h3_status fake_prefetch(h3_backend *be, const h3_tensor *t) {
+  (void)be, (void)t;
+  g_fake->prefetches++;
+  return H3_OK;
+}
+static void fake_release_weights(h3_backend *be) {
+  (void)be;
+  g_fake->releases_all++;
+}
+static void fake_release_weight(h3_backend *be, const h3_tensor *t) {
+  (void)be, (void)t;
+  g_fake->releases_one++;
+}
+
+void h3t_fake_mem_install(h3_backend *be, h3t_fake_mem *state) {
+  g_fake = state;
+  g_fake_saved = be->ops;
+  g_fake_ops = *be->ops;
+  g_fake_ops.mem_stats = fake_mem_stats;
+  g_fake_ops.prefetch = fake_prefetch;
+  g_fake_ops.release_weights = fake_release_weights;
+  g_fake_ops.release_weight = fake_release_weight;
+  be->ops = &g_fake_ops;
+}
+
+void h3t_fake_mem_remove(h3_backend *be) {
+  if (be->ops == &g_fake_ops) be->ops = g_fake_saved;
+  g_fake = NULL;
+}

@@ -50,6 +50,18 @@ const char *h3t_shared_dir(void);
  * CRC-32 (zlib's) of n bytes. */
 struct json_t;
 struct json_t *h3t_load_json(const char *relpath);
+
+/* A backend dressed as a device of `total` bytes with `used` in use, for the
+ * memory-phasing logic (what is prefetched or dropped when): mem_stats reports
+ * those figures; the optional ops prefetch, release_weights and release_weight
+ * only count their calls (the weights stay where the backend reads them).
+ * Install on a CPU backend, remove before destroying it; one at a time. */
+typedef struct h3t_fake_mem {
+  size_t total, used;
+  int prefetches, releases_all, releases_one;
+} h3t_fake_mem;
+void h3t_fake_mem_install(struct h3_backend *be, h3t_fake_mem *state);
+void h3t_fake_mem_remove(struct h3_backend *be);
 size_t h3t_hex_words(const char *s, int width, void **out);
 uint32_t h3t_crc32(const void *data, size_t n);
 
