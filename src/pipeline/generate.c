@@ -57,42 +57,49 @@ static h3_status dit_forward(const h3_gen_models *m, const h3_dit_inputs *in, fl
   return m->dit_group ? h3_dit_group_forward(m->dit_group, in, vvel, avel) : h3_dit_forward(m->dit, in, vvel, avel);
 }
 
-/* Device memory the video decode wants besides what is there (its weights, their
- * bf16 copies, activations), and what be has free; false when be cannot tell. */
-static bool video_decode_room(const h3_gen_models *m, h3_backend *be, size_t *need, size_t *avail) {
+/* Device memory the video decode wants besides what is there (its weights unless
+ * already queued, their bf16 copies, activations), and what be has free; false
+ * when be cannot tell. */
+static bool video_decode_room(const h3_gen_models *m, h3_backend *be, bool queued, size_t *need, size_t *avail) {
   h3_backend_mem mem;
   if (!be->ops->mem_stats || be->ops->mem_stats(be, false, &mem) != H3_OK) return false;
-  *need = 2 * h3_vvae_weights_bytes(m->vvae) + ((size_t)8 << 30);
+  const size_t w = h3_vvae_weights_bytes(m->vvae);
+  *need = (queued ? 0 : w) + w / 2 + ((size_t)8 << 30);
   *avail = mem.device_total > mem.device_used ? mem.device_total - mem.device_used : 0;
   return true;
 }
 
 /* The video VAE's weights upload in the background while the DiT's last step
  * runs, when the device has room for them (and their bf16 copies) beside the
- * DiT's; otherwise, or without background uploads, on their first use. */
-static void prefetch_video_decoder(const h3_gen_models *m) {
+ * DiT's; otherwise, or without background uploads, on their first use.
+ * Returns whether they were queued. */
+static bool prefetch_video_decoder(const h3_gen_models *m) {
   h3_backend *be = m->be;
   const char *env = getenv("H3_VVAE_PREFETCH");
-  if (!m->vvae || !be || !be->ops->prefetch || (env && strcmp(env, "0") == 0)) return;
+  if (!m->vvae || !be || !be->ops->prefetch || (env && strcmp(env, "0") == 0)) return false;
   size_t need, avail;
-  if (!video_decode_room(m, be, &need, &avail)) return;
+  if (!video_decode_room(m, be, false, &need, &avail)) return false;
   if (avail < need) {
     H3_LOGD("video VAE weights: %.1f GiB free, %.1f GiB wanted: uploaded on first use", (double)avail / 1073741824.0,
             (double)need / 1073741824.0);
-    return;
+    return false;
   }
-  if (h3_vvae_weights_prefetch(m->vvae, be, NULL) != H3_OK)
+  if (h3_vvae_weights_prefetch(m->vvae, be, NULL) != H3_OK) {
     H3_LOGW("video VAE weights: no background upload (%s); they upload on first use", h3_last_error());
+    return false;
+  }
+  return true;
 }
 
 /* Phases by memory: where a device the video decode runs on has no room for it
  * beside the DiT's weights, those are dropped from it (the next request uploads
- * them again). */
-static void make_room_for_video_decode(const h3_gen_models *m, h3_backend *const *bes, int n) {
+ * them again).  queued0: the decoder's weights are already queued on bes[0]. */
+static void make_room_for_video_decode(const h3_gen_models *m, h3_backend *const *bes, int n, bool queued0) {
   for (int r = 0; r < n; r++) {
     h3_backend *be = bes[r];
     size_t need, avail;
-    if (!be->ops->release_weights || !video_decode_room(m, be, &need, &avail) || avail >= need) continue;
+    if (!be->ops->release_weights || !video_decode_room(m, be, r == 0 && queued0, &need, &avail) || avail >= need)
+      continue;
     H3_LOGI("video VAE decode: %.1f GiB free on %s device %d, %.1f GiB wanted: dropping the DiT's weights from it",
             (double)avail / 1073741824.0, be->name, r, (double)need / 1073741824.0);
     be->ops->release_weights(be);
@@ -171,6 +178,7 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
   PROGRESS(H3_PHASE_DENOISE, 0, nsteps);
   /* the refined text rows are computed once for all steps (on every rank) */
   dit_begin_request(m);
+  bool vae_queued = false; /* the video decoder's weights queued during the last step */
   for (int64_t i = 0; i < nsteps; i++) {
     char pname[40];
     snprintf(pname, sizeof pname, "DiT step %lld", (long long)(i + 1));
@@ -187,7 +195,7 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
         .audio_indices = s.lay.audio_indices, .text_indices = s.lay.text_indices,
     };
     /* (not with one step: the DiT's own uploads go first then) */
-    if (i == nsteps - 1 && i > 0) prefetch_video_decoder(m);
+    if (i == nsteps - 1 && i > 0) vae_queued = prefetch_video_decoder(m);
     st = dit_forward(m, &in, s.vvel, s.avel);
     if (st != H3_OK) goto done;
     /* only generated rows step; conditioning rows (none in t2va) ride along */
@@ -246,7 +254,7 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
       h3_backend *all[64];
       all[0] = m->be;
       for (int r = 0; r < nm; r++) all[r + 1] = more[r];
-      make_room_for_video_decode(m, all, nm + 1);
+      make_room_for_video_decode(m, all, nm + 1, vae_queued);
     }
     st = h3_vvae_decode(m->be, m->vvae, &vopt, out->video_latents, 1, T, lh, lw, Co == 3 ? out->frames : planar);
     if (st == H3_OK && Co != 3) {
