@@ -12,9 +12,10 @@
 # Order: 1. ours in bf16 (bf16 weights + activations: the fast path, the one to
 # compare with the reference's fp16 autocast), full-size warm-up + up to 3
 # timed decodes; 2. the reference, a one-tile warm-up (same per-call shapes)
-# + 1 timed decode (~48 s); 3. ours in f32 (what `h3 generate` runs today:
-# F32 weights, exact f32), one-tile warm-up + 1 timed decode, only with the
-# time left.  Each part has a soft budget and a hard timeout; the whole run
+# + REF_RUNS timed decodes (default 3, 6-10 s each on the H200s seen; a single
+# one varied from 6.2 to 10.1 s between machines, so the median of several is
+# compared); 3. ours in f32 (F32 weights, exact f32: `h3 generate --precision
+# f32`), one-tile warm-up + 1 timed decode, only with the time left.  Each part has a soft budget and a hard timeout; the whole run
 # stays under ~7.5 minutes (typically 3-4).  Results to $OUT: vae_table.md,
 # the JSONs and the logs.  SIZE / FRAMES override the request; VAE_TILE_BATCH
 # sets ours' tiles per decoder forward (default 0: auto, all 28 of a window;
@@ -77,7 +78,7 @@ if [ -d .ref/diffusers/src/diffusers ]; then
   echo "== diffusers reference (budget ${REF_BUDGET} s, timeout ${REF_TIMEOUT} s)"
   PYTHONPATH="$PWD/.ref/diffusers/src${PYTHONPATH:+:$PYTHONPATH}" \
     timeout -k 10 "$REF_TIMEOUT" python3 bench/reference_vae_bench.py --size "$SIZE" --frames "$FRAMES" \
-    --warmup small --runs "${REF_RUNS:-1}" --budget-s "$REF_BUDGET" --json "$work/reference.json" 2>&1 |
+    --warmup small --runs "${REF_RUNS:-3}" --budget-s "$REF_BUDGET" --json "$work/reference.json" 2>&1 |
     tee "$work/reference.log"
   ref_rc=${PIPESTATUS[0]}
 else
