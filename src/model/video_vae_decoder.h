@@ -81,9 +81,8 @@ h3_status h3_vvae_open(const char *path, h3_vvae_weights **out);
 void h3_vvae_close(h3_vvae_weights *w);
 
 /* Queue background uploads of every decoder weight in forward order
- * (be->ops->prefetch; nothing without it), e.g. while the DiT's last step
- * runs; *bytes (may be NULL) gets the weights' total size. */
-h3_status h3_vvae_weights_prefetch(const h3_vvae_weights *w, h3_backend *be, size_t *bytes);
+ * (be->ops->prefetch; nothing without it), e.g. while the DiT's last step runs. */
+h3_status h3_vvae_weights_prefetch(const h3_vvae_weights *w, h3_backend *be);
 /* Bytes of the decoder weights in their stored dtypes. */
 size_t h3_vvae_weights_bytes(const h3_vvae_weights *w);
 

@@ -689,8 +689,7 @@ size_t h3_vvae_weights_bytes(const h3_vvae_weights *w) {
   return n;
 }
 
-h3_status h3_vvae_weights_prefetch(const h3_vvae_weights *w, h3_backend *be, size_t *bytes) {
-  if (bytes) *bytes = h3_vvae_weights_bytes(w);
+h3_status h3_vvae_weights_prefetch(const h3_vvae_weights *w, h3_backend *be) {
   if (!w || !be || !be->ops->prefetch) return H3_OK;
   return each_tensor(w, prefetch_one, be);
 }

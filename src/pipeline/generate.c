@@ -84,7 +84,7 @@ static bool prefetch_video_decoder(const h3_gen_models *m) {
             (double)need / 1073741824.0);
     return false;
   }
-  if (h3_vvae_weights_prefetch(m->vvae, be, NULL) != H3_OK) {
+  if (h3_vvae_weights_prefetch(m->vvae, be) != H3_OK) {
     H3_LOGW("video VAE weights: no background upload (%s); they upload on first use", h3_last_error());
     return false;
   }
@@ -246,16 +246,12 @@ h3_status h3_generate(const h3_gen_models *m, const h3_request *req, uint64_t se
     h3_vvae_decode_opts vopt = {.tiling = -1, .half = h3_dit_get_precision(m->dit) == H3_PRECISION_BF16,
                                 .channels_last = Co == 3};
     /* with --gpus N the temporal windows are spread over the DiT group's other GPUs too */
-    h3_backend *more[63]; /* a group has at most 64 ranks */
+    h3_backend *bes[64]; /* this device, then the group's others (a group has at most 64 ranks) */
     const int nm = m->dit_group ? h3_dit_group_size(m->dit_group) - 1 : 0;
-    for (int r = 0; r < nm; r++) more[r] = h3_dit_group_backend(m->dit_group, r + 1);
-    if (nm > 0) vopt.more_backends = more, vopt.n_more = nm;
-    {
-      h3_backend *all[64];
-      all[0] = m->be;
-      for (int r = 0; r < nm; r++) all[r + 1] = more[r];
-      make_room_for_video_decode(m, all, nm + 1, vae_queued);
-    }
+    bes[0] = m->be;
+    for (int r = 0; r < nm; r++) bes[r + 1] = h3_dit_group_backend(m->dit_group, r + 1);
+    if (nm > 0) vopt.more_backends = bes + 1, vopt.n_more = nm;
+    make_room_for_video_decode(m, bes, nm + 1, vae_queued);
     st = h3_vvae_decode(m->be, m->vvae, &vopt, out->video_latents, 1, T, lh, lw, Co == 3 ? out->frames : planar);
     if (st == H3_OK && Co != 3) {
       for (int64_t f = 0; f < F; f++)

@@ -137,7 +137,6 @@ h3_status h3_cpu_check_mat(const h3_tensor *t, h3_dtype dt, const char *op, cons
 
 bool h3_cpu_overlap(const h3_tensor *a, const h3_tensor *b) { return h3_views_overlap(a, b); }
 
-
 h3_status h3_cpu_param_vec(h3_cpu_impl *c, int slot, const h3_tensor *t, int64_t n, const char *op, const char *name,
                            const float **out) {
   *out = NULL;

@@ -222,7 +222,6 @@ h3_status h3_cuda_check_device(const h3_tensor *t, const char *op, const char *n
 
 bool h3_cuda_overlap(const h3_tensor *a, const h3_tensor *b) { return h3_views_overlap(a, b); }
 
-
 h3_status h3_cuda_check_idx(const h3_tensor *idx, int64_t n, const char *op) {
   H3_TRY(h3_check_idx_vec(idx, n, op));
   return h3_cuda_check_device(idx, op, "index vector");
