@@ -50,6 +50,14 @@ h3_status h3_qkv_layout_check(const h3_qkv_layout *lay, int64_t cols, const char
 /* Sequences of an attention over `rows` rows (lay->seqs, at least 1); fails
  * unless they split the rows evenly. */
 h3_status h3_qkv_layout_seqs(const h3_qkv_layout *lay, int64_t rows, const char *op, int64_t *seqs);
+/* An attention over `seqs` sequences as that many single-sequence calls (for
+ * kernels that take one at a time): one(ctx, rows of sequence i, lay with
+ * seqs 0, scale, the same rows of out) for each i in order; stops at the
+ * first failure. */
+typedef h3_status (*h3_attention_one_fn)(void *ctx, const h3_tensor *qkv, const h3_qkv_layout *lay, float scale,
+                                         h3_tensor *out);
+h3_status h3_attention_each_seq(const h3_tensor *qkv, const h3_qkv_layout *lay, int64_t seqs, float scale,
+                                h3_tensor *out, h3_attention_one_fn one, void *ctx);
 
 /* Device memory figures of a backend (bytes). */
 typedef struct h3_backend_mem {

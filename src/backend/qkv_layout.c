@@ -54,3 +54,15 @@ h3_status h3_qkv_layout_seqs(const h3_qkv_layout *lay, int64_t rows, const char 
   *seqs = n;
   return H3_OK;
 }
+
+h3_status h3_attention_each_seq(const h3_tensor *qkv, const h3_qkv_layout *lay, int64_t seqs, float scale,
+                                h3_tensor *out, h3_attention_one_fn one, void *ctx) {
+  h3_qkv_layout single = *lay;
+  single.seqs = 0;
+  const int64_t L = qkv->shape[0] / seqs;
+  for (int64_t i = 0; i < seqs; i++) {
+    h3_tensor qi = h3_tensor_narrow(qkv, 0, i * L, L), oi = h3_tensor_narrow(out, 0, i * L, L);
+    H3_TRY(one(ctx, &qi, &single, scale, &oi));
+  }
+  return H3_OK;
+}

@@ -103,6 +103,10 @@ static void att_tasks(void *vctx, int64_t begin, int64_t end, int tid) {
   }
 }
 
+static h3_status attention_one(void *be, const h3_tensor *qkv, const h3_qkv_layout *lay, float scale, h3_tensor *out) {
+  return h3_cpu_attention((h3_backend *)be, qkv, lay, scale, out);
+}
+
 h3_status h3_cpu_attention(h3_backend *be, const h3_tensor *qkv, const h3_qkv_layout *lay, float scale,
                            h3_tensor *out) {
   static const char *op = "attention";
@@ -116,16 +120,7 @@ h3_status h3_cpu_attention(h3_backend *be, const h3_tensor *qkv, const h3_qkv_la
   if (h3_cpu_overlap(qkv, out)) return h3_fail(H3_ERR_INVALID, "attention: out overlaps qkv");
   int64_t seqs;
   H3_TRY(h3_qkv_layout_seqs(lay, S, op, &seqs));
-  if (seqs > 1) { /* each sequence on its own */
-    h3_qkv_layout one = *lay;
-    one.seqs = 0;
-    const int64_t L = S / seqs;
-    for (int64_t i = 0; i < seqs; i++) {
-      h3_tensor qi = h3_tensor_narrow(qkv, 0, i * L, L), oi = h3_tensor_narrow(out, 0, i * L, L);
-      H3_TRY(h3_cpu_attention(be, &qi, &one, scale, &oi));
-    }
-    return H3_OK;
-  }
+  if (seqs > 1) return h3_attention_each_seq(qkv, lay, seqs, scale, out, attention_one, be); /* each on its own */
   int64_t ld = h3_cpu_ld(qkv);
   if (S > INT_MAX || D > INT_MAX || ld > INT_MAX || h3_cpu_ld(out) > INT_MAX)
     return h3_fail(H3_ERR_UNSUPPORTED, "attention: sizes beyond the BLAS int range");

@@ -547,6 +547,19 @@ template <typename T> h3_status launch_simple(const AttnParams &p, int heads, cu
   return h3_cuda_launched(kOp, "attn_simple_kernel");
 }
 
+h3_status attention(cudaStream_t stream, const h3_tensor *qkv, const h3_qkv_layout *lay, float scale, h3_tensor *out,
+                    bool rnd);
+
+/* one sequence of several (h3_attention_each_seq) */
+struct OneSeq {
+  cudaStream_t stream;
+  bool rnd;
+};
+h3_status attention_one(void *ctx, const h3_tensor *qkv, const h3_qkv_layout *lay, float scale, h3_tensor *out) {
+  const OneSeq *o = static_cast<const OneSeq *>(ctx);
+  return attention(o->stream, qkv, lay, scale, out, o->rnd);
+}
+
 /* rnd: round an F32 output to bf16 values (the backend's emulate_bf16, as the CPU's attention) */
 h3_status attention(cudaStream_t stream, const h3_tensor *qkv, const h3_qkv_layout *lay, float scale, h3_tensor *out,
                     bool rnd) {
@@ -613,13 +626,8 @@ h3_status attention(cudaStream_t stream, const h3_tensor *qkv, const h3_qkv_layo
     if (handled) return st;
   }
   if (seqs > 1) { /* the other kernels take one sequence per launch */
-    h3_qkv_layout one = *lay;
-    one.seqs = 0;
-    for (int64_t i = 0; i < seqs; i++) {
-      h3_tensor qi = h3_tensor_narrow(qkv, 0, i * L, L), oi = h3_tensor_narrow(out, 0, i * L, L);
-      H3_TRY(attention(stream, &qi, &one, scale, &oi, rnd));
-    }
-    return H3_OK;
+    OneSeq ctx = {stream, rnd};
+    return h3_attention_each_seq(qkv, lay, seqs, scale, out, attention_one, &ctx);
   }
 
   /* bf16: 16-byte copies need 16-byte aligned rows and head columns; 4-byte output stores */
