@@ -306,8 +306,11 @@ extern "C" h3_status h3_cuda_scaled_residual(h3_backend *be, h3_tensor *x, const
   cudaStream_t st = vae_stream(be);
   if (tx == VT_BF16 && ty == VT_BF16 && D % 8 == 0 && ldx % 8 == 0 && ldy % 8 == 0 &&
       ((uintptr_t)x->data & 15u) == 0 && ((uintptr_t)y->data & 15u) == 0) {
+    /* grid-stride: at most 64 blocks per SM (the kernel loops over the rest) */
     const int64_t blocks = (rows * (D / 8) + VV_THREADS - 1) / VV_THREADS;
-    k_scaled_residual_bf16<<<(unsigned)(blocks < 132 * 64 ? blocks : 132 * 64), VV_THREADS, 0, st>>>(
+    const int sms = h3_cuda_impl_of(be)->sm_count;
+    const int64_t cap = 64 * (int64_t)(sms > 0 ? sms : 1);
+    k_scaled_residual_bf16<<<(unsigned)(blocks < cap ? blocks : cap), VV_THREADS, 0, st>>>(
         x->data, ldx, y->data, ldy, rows, D, vs);
     return h3_cuda_launched_vec(op, "k_scaled_residual_bf16");
   }
