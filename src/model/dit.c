@@ -218,6 +218,15 @@ h3_dtype h3_dit_act_dtype(const h3_dit *m) {
   return m->prec == H3_PRECISION_BF16 && m->be->act_dtype == H3_DT_BF16 ? H3_DT_BF16 : H3_DT_F32;
 }
 
+h3_status h3_dit_forward_begin(h3_dit *m) {
+  m->be->emulate_bf16 = m->prec == H3_PRECISION_BF16;
+  /* the weights' background upload (CUDA: the first forward computes while later
+   * blocks are still being copied; cached weights are skipped); bf16 only, since
+   * the exact f32 mode keeps f32 widenings instead of the raw copies */
+  if (m->prec == H3_PRECISION_BF16) H3_TRY(h3_dit_weights_prefetch(m->w, m->be));
+  return H3_OK;
+}
+
 /* An fp32 island's output (F32 `src`) into the stack's dtype: the reference's
  * `.to(bf16)`.  With f32 storage `dst` is `src` itself, rounded in place. */
 h3_status h3_dit_to_act(h3_dit *m, h3_tensor *src, h3_tensor *dst) {
@@ -588,11 +597,7 @@ h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, f
   const int64_t R = h3_dit_rot_dim(c);
   plan p = make_plan(c, S, Nv, Na, Nt, K);
   H3_TRY(h3_dit_ensure_arena(m, h3_dit_arena_bytes(c, S, Nv, Na, Nt, K)));
-  m->be->emulate_bf16 = m->prec == H3_PRECISION_BF16;
-  /* the weights' background upload (CUDA: the first forward computes while later
-   * blocks are still being copied; cached weights are skipped); bf16 only, since
-   * the exact f32 mode keeps f32 widenings instead of the raw copies */
-  if (m->prec == H3_PRECISION_BF16) H3_TRY(h3_dit_weights_prefetch(m->w, m->be));
+  H3_TRY(h3_dit_forward_begin(m));
 
   h3_tensor x, t2, cosT, sinT, idx_ada, idx_t, vidx, aidx, tidx, vin, ain, tin, vout, aout, stage;
   h3_dit_scratch sc;

@@ -74,6 +74,10 @@ h3_status h3_dit_linear_f32(h3_dit *m, const h3_tensor *x, const h3_tensor *w, c
 h3_status h3_dit_cast_bf16(h3_dit *m, h3_tensor *x);
 /* The block stack's activation dtype. */
 h3_dtype h3_dit_act_dtype(const h3_dit *m);
+/* What every forward (one rank's or the sequence-parallel one) sets up first:
+ * the backend's bf16 emulation per the precision and, in bf16, the weights'
+ * background upload. */
+h3_status h3_dit_forward_begin(h3_dit *m);
 /* An fp32 island's output into the stack's dtype (in place when dst is src). */
 h3_status h3_dit_to_act(h3_dit *m, h3_tensor *src, h3_tensor *dst);
 h3_status h3_dit_qkv_proj(h3_dit *m, const h3_dit_block_weights *bw, const h3_tensor *h, h3_tensor *qkv);

@@ -264,11 +264,7 @@ h3_status h3_dit_forward_sp(h3_dit *m, h3_comm *comm, const h3_dit_inputs *in, f
   const int Hh = (int)c->num_heads, hmax = (Hh + P - 1) / P;
   const int64_t Sl = (S + P - 1) / P, row0 = (int64_t)rank * Sl, Lr = imax(Sl, Nt);
   H3_TRY(h3_dit_ensure_arena(m, h3_dit_sp_arena_bytes(c, P, S, Nv, Na, Nt, K)));
-  m->be->emulate_bf16 = m->prec == H3_PRECISION_BF16;
-  /* the weights' background upload (CUDA: the first forward computes while later
-   * blocks are still being copied; cached weights are skipped); bf16 only, since
-   * the exact f32 mode keeps f32 widenings instead of the raw copies */
-  if (m->prec == H3_PRECISION_BF16) H3_TRY(h3_dit_weights_prefetch(m->w, m->be));
+  H3_TRY(h3_dit_forward_begin(m));
   const h3_dtype act = h3_dit_act_dtype(m);
   const bool f32_act = act == H3_DT_F32;
 
