@@ -19,8 +19,9 @@ typedef struct h3_cli_command {
 int h3_cli_fail(const char *ctx);
 /* Print a usage error line and return 2. */
 int h3_cli_usage_error(const char *fmt, ...);
-/* --threads VALUE (NULL: not given): a positive integer handed to the CPU
- * backend through H3_THREADS; returns 0, or the usage error's 2. */
+/* --threads VALUE (NULL: not given): a whole integer in [1, H3_CLI_MAX_THREADS]
+ * handed to the CPU backend through H3_THREADS; returns 0, or the usage error's 2. */
+#define H3_CLI_MAX_THREADS 4096
 int h3_cli_threads(const char *threads);
 
 /* Top-level commands */

@@ -169,10 +169,7 @@ int h3_cmd_generate(int argc, char **argv) {
   else if (prec && strcmp(prec, "f32")) return h3_cli_usage_error("--precision must be f32 or bf16");
   int64_t n_gpus = 1;
   if (gpus && parse_i64("--gpus", gpus, 1, 64, &n_gpus) != H3_OK) return h3_cli_fail(NULL);
-  if (threads) {
-    if (parse_i64("--threads", threads, 1, 4096, &v) != H3_OK) return h3_cli_fail(NULL);
-    setenv("H3_THREADS", threads, 1);
-  }
+  if (h3_cli_threads(threads)) return 2;
   /* prompt text */
   char *prompt_buf = NULL;
   if (file) {

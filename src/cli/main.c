@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +27,11 @@ int h3_cli_usage_error(const char *fmt, ...) {
 
 int h3_cli_threads(const char *threads) {
   if (!threads) return 0;
-  if (atoi(threads) <= 0) return h3_cli_usage_error("--threads must be a positive integer");
+  char *end;
+  errno = 0;
+  const long long v = strtoll(threads, &end, 10);
+  if (end == threads || *end || errno || v < 1 || v > H3_CLI_MAX_THREADS)
+    return h3_cli_usage_error("--threads '%s': expected an integer in [1, %d]", threads, H3_CLI_MAX_THREADS);
   setenv("H3_THREADS", threads, 1);
   return 0;
 }

@@ -58,4 +58,6 @@ expect "wrong input shape" "position_ids" -- run_dit "$comfy" "$tmp/shapein.safe
 # usage errors: exit 2
 "$H3" stage dit --model "$comfy" 2>/dev/null; [ $? -eq 2 ] || { echo "FAIL: missing --in/--out is not a usage error"; fail=1; }
 "$H3" stage dit --bogus 2>/dev/null; [ $? -eq 2 ] || { echo "FAIL: unknown option is not a usage error"; fail=1; }
+"$H3" stage dit --model "$comfy" --in a --out b --threads 2x 2>/dev/null; [ $? -eq 2 ] ||
+  { echo "FAIL: --threads 2x is not a usage error"; fail=1; }
 exit $fail

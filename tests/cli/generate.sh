@@ -69,6 +69,7 @@ expect "prompt file missing" 1 "prompt file" -- "$H3" generate -q -f "$tmp/none.
 expect "empty prompt" 1 "empty prompt" -- "$H3" generate -q -p "" --frames 22 --size 128 --steps 2 -o "$tmp/err.mp4"
 expect "no prompt" 2 "no prompt" -- "$H3" generate -q --frames 22
 expect "both frames and seconds" 2 "not both" -- "${g[@]}" --frames 22 --seconds 5
+expect "--threads 0" 2 "expected an integer in \[1, 4096\]" -- "${g[@]}" --threads 0 --frames 22
 [ ! -e "$tmp/err.mp4" ] && [ -z "$(ls /nonexistent/dir 2>/dev/null)" ] && ok "no partial outputs" || bad "partial output left"
 # frames off the 17n+5 grid snap up with a warning, as the reference does
 "$H3" generate -p x --frames 23 --size 128 --steps 2 -o "$tmp/snap.mp4" >/dev/null 2>"$tmp/err"
