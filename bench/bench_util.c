@@ -2,11 +2,10 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include <jansson.h>
-#include <stdio.h>
 
 #include "bench_fill.h"
 #include "core/error.h"

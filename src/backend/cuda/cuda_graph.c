@@ -56,7 +56,7 @@ h3_status h3_cuda_graph_launch(h3_backend *be, void *graph) {
   if (!cg) return h3_fail(H3_ERR_INVALID, "graph: none");
   H3_TRY(h3_cuda_enter(be, op));
   if (cg->epoch != h3_cuda_impl_of(be)->graph_epoch)
-    return h3_fail(H3_ERR_INVALID, "graph: recorded before device weight copies were replaced");
+    return h3_fail(H3_ERR_INVALID, "graph: recorded before device buffers it uses (weight copies, scratch) were freed");
   H3_CUDA_TRY(op, cudaGraphLaunch(cg->exec, h3_cuda_stream(be)));
   return H3_OK;
 }
