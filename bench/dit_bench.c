@@ -15,6 +15,13 @@
  *                      (down to the warm-up alone) when a shape would not fit
  *                      (default 0: none)
  *     --dry-run        sizes and FLOPs only: no GEMM, no weights, no forward
+ *     --lora-rank R    also time the forward with a synthetic rank-R LoRA on
+ *                      every block Linear (bench_lora.h): at run time (the
+ *                      adapters of --lora), then baked (--lora-bake) into the
+ *                      first --lora-bake-blocks N main blocks (default half of
+ *                      them: a full bake's second copy of every block weight
+ *                      does not fit beside the base at the released size), then
+ *                      the plain forward again; one GPU only
  *     -v, --verbose    debug log (e.g. H3_CUDA_GEMM_TUNE's candidate times)
  *
  * Every weight tensor is allocated by the backend (device memory on CUDA) and
@@ -42,6 +49,7 @@
 #include "backend/backend.h"
 #include "backend/backend_select.h"
 #include "bench_fill.h"
+#include "bench_lora.h"
 #include "bench_util.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -235,7 +243,18 @@ typedef struct result {
   /* --gpus N > 1: the timed forwards above are the N-GPU group's; these are one GPU's */
   int gpus;
   double single_warmup_s, single_s, speedup, sp_rel_l2;
+  /* --lora-rank R: run time, baked, and the plain forward again after them */
+  int lora;
+  double lora_rt_s, lora_rt_warm_s, lora_bake_s, lora_bake_warm_s, none_after_s, lora_rt_rel, lora_bake_rel;
+  int lora_rt_n, lora_bake_n, none_after_n, lora_rt_targets, lora_bake_targets;
+  double lora_rt_bytes, lora_bake_bytes;
 } result;
+
+/* --lora-rank R: the synthetic LoRAs (all blocks for run time, the first bake_blocks main blocks for the bake) */
+typedef struct lora_bench {
+  const h3_lora_file *all, *part;
+  int64_t rank, bake_blocks;
+} lora_bench;
 
 /* --gpus N: ranks 1..N-1 (rank 0 is the main backend and weights) */
 typedef struct sp_ranks {
@@ -255,8 +274,80 @@ static double rel_l2(const float *a, const float *b, int64_t n) {
   return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* One warm-up and up to n timed forwards (fewer when the deadline comes first): the median, or the warm-up. */
+static h3_status time_forwards(h3_dit *m, const h3_dit_inputs *in, float *vout, float *aout, int n, double deadline,
+                               double *warm, double *median, int *count) {
+  double t0 = h3_now_s();
+  H3_TRY(h3_dit_forward(m, in, vout, aout));
+  *warm = h3_now_s() - t0;
+  if (deadline > 0) {
+    double avail = deadline - h3_now_s();
+    int fit = avail > 0 ? (int)(avail / *warm) : 0;
+    if (fit < n) n = fit;
+  }
+  double t[64];
+  if (n > 64) n = 64;
+  *count = 0;
+  for (int i = 0; i < n; i++) {
+    t0 = h3_now_s();
+    H3_TRY(h3_dit_forward(m, in, vout, aout));
+    t[i] = h3_now_s() - t0;
+    *count = i + 1;
+  }
+  *median = *count ? h3b_median(t, *count) : *warm;
+  return H3_OK;
+}
+
+/* --lora-rank: run time (adapters), baked (merged weights), then none again; outputs against the plain one's. */
+static h3_status bench_lora(h3_backend *be, h3_dit *m, const h3_dit_weights *w, const lora_bench *lb,
+                            const h3_dit_inputs *in, const float *vref, int64_t nv, float *vout, float *aout,
+                            int iters, double deadline, result *r) {
+  h3_lora_applied *ap = NULL;
+  h3_lora_use use = {.file = lb->all, .strength = 1.0};
+  r->lora = 1;
+  r->lora_rt_s = r->lora_bake_s = r->none_after_s = r->lora_rt_rel = r->lora_bake_rel = NAN;
+  double t0 = h3_now_s();
+  H3_TRY(h3_lora_apply(be, w, H3_PRECISION_BF16, &use, 1, H3_LORA_RUNTIME, &ap));
+  r->lora_rt_targets = h3_lora_applied_targets(ap);
+  r->lora_rt_bytes = (double)h3_lora_applied_bytes(ap);
+  printf("    LoRA rank %lld at run time: %d Linears, %.2f GB of factors on the backend (%.1f s to map)\n",
+         (long long)lb->rank, r->lora_rt_targets, r->lora_rt_bytes / 1e9, h3_now_s() - t0);
+  h3_dit_set_adapters(m, h3_lora_applied_adapters(ap));
+  h3_status s = time_forwards(m, in, vout, aout, iters, deadline, &r->lora_rt_warm_s, &r->lora_rt_s, &r->lora_rt_n);
+  h3_dit_set_adapters(m, NULL);
+  h3_lora_applied_free(ap);
+  ap = NULL;
+  if (s != H3_OK) return s;
+  r->lora_rt_rel = rel_l2(vout, vref, nv);
+  printf("    LoRA at run time: %.3f s (warm-up %.3f s, n %d), output change rel-L2 %.3e\n", r->lora_rt_s,
+         r->lora_rt_warm_s, r->lora_rt_n, r->lora_rt_rel);
+  use.file = lb->part;
+  t0 = h3_now_s();
+  H3_TRY(h3_lora_apply(be, w, H3_PRECISION_BF16, &use, 1, H3_LORA_BAKE, &ap));
+  r->lora_bake_targets = h3_lora_applied_targets(ap);
+  r->lora_bake_bytes = (double)h3_lora_applied_bytes(ap);
+  printf("    LoRA baked into %lld main blocks: %d Linears, %.2f GB of merged copies (%.1f s to bake)\n",
+         (long long)lb->bake_blocks, r->lora_bake_targets, r->lora_bake_bytes / 1e9, h3_now_s() - t0);
+  s = h3_dit_use_weights(m, h3_lora_applied_weights(ap));
+  if (s == H3_OK)
+    s = time_forwards(m, in, vout, aout, iters, deadline, &r->lora_bake_warm_s, &r->lora_bake_s, &r->lora_bake_n);
+  h3_status s2 = h3_dit_use_weights(m, NULL);
+  h3_lora_applied_free(ap);
+  if (s != H3_OK) return s;
+  if (s2 != H3_OK) return s2;
+  r->lora_bake_rel = rel_l2(vout, vref, nv);
+  printf("    LoRA baked: %.3f s (warm-up %.3f s, n %d), output change rel-L2 %.3e\n", r->lora_bake_s,
+         r->lora_bake_warm_s, r->lora_bake_n, r->lora_bake_rel);
+  double warm;
+  H3_TRY(time_forwards(m, in, vout, aout, iters, deadline, &warm, &r->none_after_s, &r->none_after_n));
+  printf("    no LoRA again: %.3f s (n %d); run time / none %.3f, baked / none %.3f\n", r->none_after_s,
+         r->none_after_n, r->lora_rt_s / r->median_s, r->lora_bake_s / r->median_s);
+  return H3_OK;
+}
+
 static h3_status bench_shape(h3_backend *be, const h3_dit_config *c, const h3_dit_weights *w, const shape *sh,
-                             int64_t L, int iters, double deadline, const sp_ranks *sp, result *r) {
+                             int64_t L, int iters, double deadline, const sp_ranks *sp, const lora_bench *lb,
+                             result *r) {
   int64_t F;
   H3_TRY(h3_align_num_frames(sh->frames, &F));
   H3_TRY(h3_video_latent_frames(F, &r->T));
@@ -378,6 +469,16 @@ static h3_status bench_shape(h3_backend *be, const h3_dit_config *c, const h3_di
     else ss += (double)aout[i] * aout[i], cnt++;
   }
   r->out_rms = cnt ? sqrt(ss / (double)cnt) : 0.0;
+  if (lb && !grp) {
+    v1 = malloc((size_t)(r->Nv * P) * sizeof *v1 + 1);
+    a1 = malloc((size_t)(r->Na * A) * sizeof *a1 + 1);
+    if (!v1 || !a1) {
+      s = h3_fail(H3_ERR_NOMEM, "LoRA outputs");
+      goto done;
+    }
+    s = bench_lora(be, m, w, lb, &in, vout, r->Nv * P, v1, a1, iters, deadline, r);
+    if (s != H3_OK) goto done;
+  }
   if (grp) { /* the same forward on rank 0's GPU alone: speedup and agreement */
     v1 = malloc((size_t)(r->Nv * P) * sizeof *v1 + 1);
     a1 = malloc((size_t)(r->Na * A) * sizeof *a1 + 1);
@@ -480,6 +581,26 @@ static void write_json(const report *rp) {
       json_object_set_new(o, "speedup", h3b_jnum(r->speedup));
       json_object_set_new(o, "rel_l2_vs_single_gpu", h3b_jnum(r->sp_rel_l2));
     }
+    if (r->lora) {
+      json_t *l = json_object();
+      json_object_set_new(l, "runtime_median_s", h3b_jnum(r->lora_rt_s));
+      json_object_set_new(l, "runtime_warmup_s", h3b_jnum(r->lora_rt_warm_s));
+      json_object_set_new(l, "runtime_n", json_integer(r->lora_rt_n));
+      json_object_set_new(l, "runtime_linears", json_integer(r->lora_rt_targets));
+      json_object_set_new(l, "runtime_backend_bytes", h3b_jnum(r->lora_rt_bytes));
+      json_object_set_new(l, "runtime_output_rel_l2_vs_none", h3b_jnum(r->lora_rt_rel));
+      json_object_set_new(l, "runtime_over_none", h3b_jnum(r->lora_rt_s / r->median_s));
+      json_object_set_new(l, "bake_median_s", h3b_jnum(r->lora_bake_s));
+      json_object_set_new(l, "bake_warmup_s", h3b_jnum(r->lora_bake_warm_s));
+      json_object_set_new(l, "bake_n", json_integer(r->lora_bake_n));
+      json_object_set_new(l, "bake_linears", json_integer(r->lora_bake_targets));
+      json_object_set_new(l, "bake_backend_bytes", h3b_jnum(r->lora_bake_bytes));
+      json_object_set_new(l, "bake_output_rel_l2_vs_none", h3b_jnum(r->lora_bake_rel));
+      json_object_set_new(l, "bake_over_none", h3b_jnum(r->lora_bake_s / r->median_s));
+      json_object_set_new(l, "none_again_median_s", h3b_jnum(r->none_after_s));
+      json_object_set_new(l, "none_again_n", json_integer(r->none_after_n));
+      json_object_set_new(o, "lora", l);
+    }
     json_array_append_new(arr, o);
   }
   json_object_set_new(root, "shapes", arr);
@@ -506,9 +627,12 @@ static int parse_shapes(const char *s, shape *out, int cap) {
 static int usage(void) {
   fprintf(stderr,
           "usage: dit_bench [--device cuda|cuda:N|cpu] [--config release|tiny] [--shapes WxHxF,...]\n"
-          "                 [--text N] [--iters N] [--gemm N] [--budget-s S] [--gpus N] [--dry-run] [-v] OUT.json\n"
+          "                 [--text N] [--iters N] [--gemm N] [--budget-s S] [--gpus N] [--dry-run] [-v]\n"
+          "                 [--lora-rank R [--lora-bake-blocks N]] OUT.json\n"
           "  --gpus N: time the N-GPU sequence-parallel forward (NCCL) and, on the first GPU alone,\n"
-          "            the single-GPU forward of the same shape; report the speedup and agreement\n");
+          "            the single-GPU forward of the same shape; report the speedup and agreement\n"
+          "  --lora-rank R: also time a synthetic rank-R LoRA on every block Linear at run time and baked\n"
+          "            (into the first --lora-bake-blocks N main blocks; default half), then none again\n");
   return 2;
 }
 
@@ -520,6 +644,7 @@ int main(int argc, char **argv) {
   int64_t L = 256, gemm_n = 8192;
   double budget = 0;
   int dry = 0, gpus = 1;
+  int64_t lora_rank = 0, bake_blocks = -1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -536,10 +661,16 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--dry-run")) dry = 1;
     else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) h3_set_log_level(H3_LOG_DEBUG);
     else if (!strcmp(a, "--gpus") && v) gpus = atoi(v), i++;
+    else if (!strcmp(a, "--lora-rank") && v) lora_rank = atoll(v), i++;
+    else if (!strcmp(a, "--lora-bake-blocks") && v) bake_blocks = atoll(v), i++;
     else if (a[0] != '-' && !json_path) json_path = a;
     else return usage();
   }
-  if (!json_path || L < 1 || iters < 0 || gemm_n < 0 || gpus < 1 || gpus > 64) return usage();
+  if (!json_path || L < 1 || iters < 0 || gemm_n < 0 || gpus < 1 || gpus > 64 || lora_rank < 0) return usage();
+  if (lora_rank > 0 && gpus > 1) {
+    fprintf(stderr, "dit_bench: error: --lora-rank times one GPU (leave out --gpus)\n");
+    return 2;
+  }
   if (strcmp(config, "release") && strcmp(config, "tiny")) return usage();
   const double deadline = budget > 0 ? t_start + budget : 0;
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -592,7 +723,7 @@ int main(int argc, char **argv) {
     printf("%-16s %7s %7s %6s %5s %2s %9s\n", "shape", "S", "video", "audio", "text", "K", "PFLOP");
     for (int i = 0; i < nshapes; i++) {
       result *r = &res[i];
-      if (bench_shape(be, &cfg, NULL, &shapes[i], L, 0, 0, NULL, r) != H3_OK) {
+      if (bench_shape(be, &cfg, NULL, &shapes[i], L, 0, 0, NULL, NULL, r) != H3_OK) {
         printf("%-16s error: %s\n", r->name, h3_last_error());
         continue;
       }
@@ -675,6 +806,28 @@ int main(int argc, char **argv) {
     write_json(&rp);
   }
 
+  /* 2c. --lora-rank R: the synthetic LoRAs on the host */
+  h3_lora_file *lora_all = NULL, *lora_part = NULL;
+  lora_bench lb = {.rank = lora_rank};
+  if (s == H3_OK && lora_rank > 0) {
+    lb.bake_blocks = bake_blocks >= 0 ? bake_blocks : cfg.num_layers / 2;
+    if (lb.bake_blocks > cfg.num_layers) lb.bake_blocks = cfg.num_layers;
+    const float b_std = 0.02f / sqrtf((float)lora_rank);
+    t0 = h3_now_s();
+    s = h3b_lora_make(&w, lora_rank, -1, b_std, 7, &lora_all);
+    if (s == H3_OK) s = h3b_lora_make(&w, lora_rank, lb.bake_blocks, b_std, 7, &lora_part);
+    if (s == H3_OK) {
+      lb.all = lora_all;
+      lb.part = lora_part;
+      printf("synthetic LoRA rank %lld: %d deltas, %.2f GB of f32 factors on the host (%.1f s)\n",
+             (long long)lora_rank, lora_all->n, (double)lora_all->host_bytes / 1e9, h3_now_s() - t0);
+    } else {
+      fprintf(stderr, "dit_bench: error: synthetic LoRA: %s\n", h3_last_error());
+      snprintf(rp.status, sizeof rp.status, "error: synthetic LoRA: %.400s", h3_last_error());
+      rc = 1;
+    }
+  }
+
   /* 3. shapes */
   for (int i = 0; i < nshapes && s == H3_OK; i++) {
     result *r = &res[i];
@@ -684,7 +837,7 @@ int main(int argc, char **argv) {
       write_json(&rp);
       continue;
     }
-    h3_status ss = bench_shape(be, &cfg, &w, &shapes[i], L, iters, deadline, &sp, r);
+    h3_status ss = bench_shape(be, &cfg, &w, &shapes[i], L, iters, deadline, &sp, lora_rank > 0 ? &lb : NULL, r);
     if (ss == H3_OK) {
       snprintf(r->status, sizeof r->status, "ok");
       if (rp.gemm_tflops > 0) r->floor_s = r->flops / (rp.gemm_tflops * 1e12);
@@ -717,6 +870,8 @@ int main(int argc, char **argv) {
     free_weight_tables(&wr[k]);
     h3_backend_destroy(sp.be[k]);
   }
+  h3_lora_free(lora_all);
+  h3_lora_free(lora_part);
   h3b_wpool_free(&wp);
   free_weight_tables(&w);
   h3_backend_destroy(be);

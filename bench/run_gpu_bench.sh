@@ -5,7 +5,7 @@
 # the other (never both models on the GPU at once), then one side-by-side table.
 #
 #   here:    bash tools/device/make_bundle.sh
-#   device:  command "bash bench/run_gpu_bench.sh", carry [".devbundle", ".ref/diffusers/src"]
+#   device:  command "bash bench/run_gpu_bench.sh", carry [".devbundle", ".ref/diffusers/src"] (or the pruned ".ref/dmin")
 #
 # Each part runs under its own soft budget (fewer timed forwards when short of
 # time) and hard timeout; if one part fails, the table still shows what the
@@ -14,6 +14,9 @@
 # SHAPES (WxHxF,...) and ITERS (timed forwards per shape after one warm-up)
 # are handed to both sides alike, e.g. SHAPES=512x512x22 ITERS=15.
 set -uo pipefail
+# the diffusers sources: the full fetched tree, else the pruned copy tools/device carries
+REF_SRC=$PWD/.ref/diffusers/src
+[ -d "$REF_SRC/diffusers" ] || REF_SRC=$PWD/.ref/dmin/src
 final=${OUT:-/tmp/h3out}
 mkdir -p "$final"
 work=/tmp/h3bench
@@ -56,14 +59,14 @@ save
 
 # 2. the reference, in a fresh process once ours has exited (its GPU memory is back)
 ref_rc=-1
-if [ -d .ref/diffusers/src/diffusers ]; then
+if [ -d "$REF_SRC/diffusers" ]; then
   echo "== diffusers reference (budget ${REF_BUDGET} s, timeout ${REF_TIMEOUT} s)"
-  PYTHONPATH="$PWD/.ref/diffusers/src${PYTHONPATH:+:$PYTHONPATH}" \
+  PYTHONPATH="$REF_SRC${PYTHONPATH:+:$PYTHONPATH}" \
     timeout -k 10 "$REF_TIMEOUT" python3 bench/reference_bench.py --budget-s "$REF_BUDGET" "${common[@]}" \
     --json "$work/reference.json" 2>&1 | tee "$work/reference.log"
   ref_rc=${PIPESTATUS[0]}
 else
-  echo "no .ref/diffusers/src/diffusers: carry .ref/diffusers/src" | tee "$work/reference.log"
+  echo "no diffusers sources ($REF_SRC/diffusers): carry .ref/diffusers/src or .ref/dmin" | tee "$work/reference.log"
 fi
 echo "== reference: rc=$ref_rc, $(($(date +%s) - t_all)) s so far"
 

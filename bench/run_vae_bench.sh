@@ -6,7 +6,7 @@
 # (never both models on the GPU at once), then one side-by-side table.
 #
 #   here:    bash tools/device/make_bundle.sh
-#   device:  command "bash bench/run_vae_bench.sh", carry [".devbundle", ".ref/diffusers/src"],
+#   device:  command "bash bench/run_vae_bench.sh", carry [".devbundle", ".ref/diffusers/src"] (or the pruned ".ref/dmin"),
 #            timeout_s 480
 #
 # Order: 1. ours in bf16 (bf16 weights + activations: the fast path, the one to
@@ -21,6 +21,9 @@
 # sets ours' tiles per decoder forward (default 0: auto, all 28 of a window;
 # 1: one tile per forward, the previous behaviour).
 set -uo pipefail
+# the diffusers sources: the full fetched tree, else the pruned copy tools/device carries
+REF_SRC=$PWD/.ref/diffusers/src
+[ -d "$REF_SRC/diffusers" ] || REF_SRC=$PWD/.ref/dmin/src
 final=${OUT:-/tmp/h3out}
 mkdir -p "$final"
 work=/tmp/h3vaebench
@@ -74,15 +77,15 @@ save
 
 # 2. the reference, in a fresh process once ours has exited (its GPU memory is back)
 ref_rc=-1
-if [ -d .ref/diffusers/src/diffusers ]; then
+if [ -d "$REF_SRC/diffusers" ]; then
   echo "== diffusers reference (budget ${REF_BUDGET} s, timeout ${REF_TIMEOUT} s)"
-  PYTHONPATH="$PWD/.ref/diffusers/src${PYTHONPATH:+:$PYTHONPATH}" \
+  PYTHONPATH="$REF_SRC${PYTHONPATH:+:$PYTHONPATH}" \
     timeout -k 10 "$REF_TIMEOUT" python3 bench/reference_vae_bench.py --size "$SIZE" --frames "$FRAMES" \
     --warmup small --runs "${REF_RUNS:-3}" --budget-s "$REF_BUDGET" --json "$work/reference.json" 2>&1 |
     tee "$work/reference.log"
   ref_rc=${PIPESTATUS[0]}
 else
-  echo "no .ref/diffusers/src/diffusers: carry .ref/diffusers/src" | tee "$work/reference.log"
+  echo "no diffusers sources ($REF_SRC/diffusers): carry .ref/diffusers/src or .ref/dmin" | tee "$work/reference.log"
 fi
 echo "== reference: rc=$ref_rc, $(($(date +%s) - t_all)) s so far"
 save

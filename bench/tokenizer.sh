@@ -4,7 +4,7 @@
 #
 #   bench/tokenizer.sh [BUILD_DIR [MODEL [SIZE_MB]]]
 #
-# BUILD_DIR defaults to build, MODEL to ../shared/data/minimax-h3-snapshot,
+# BUILD_DIR defaults to build, MODEL to tests/data/minimax-h3-snapshot (the release's tokenizer files),
 # SIZE_MB (per corpus) to 32.  Two corpora, generated deterministically:
 #   prose  English-like text over ~50k distinct synthetic words (Zipf-ish),
 #          punctuation, numbers, newlines: many BPE cache misses;
@@ -16,7 +16,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
-model=${2:-$here/../shared/data/minimax-h3-snapshot}
+model=${2:-$here/tests/data/minimax-h3-snapshot}
 size_mb=${3:-32}
 h3=$build/h3
 [ -x "$h3" ] || { echo "bench_tokenizer: $h3 not built" >&2; exit 2; }

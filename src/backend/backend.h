@@ -69,6 +69,27 @@ typedef struct h3_backend_mem {
   size_t bg_uploads, bg_bytes; /* host weights copied by background uploads so far (prefetch), and their bytes */
 } h3_backend_mem;
 
+/* Spatial padding of conv3d (PyTorch F.pad modes): zeros ("constant"),
+ * reflect (the edge sample not repeated; pad < size), replicate (edge
+ * repeated), circular (wrap around; pad <= size). */
+typedef enum h3_pad_mode {
+  H3_PAD_ZEROS = 0,
+  H3_PAD_REFLECT = 1,
+  H3_PAD_REPLICATE = 2,
+  H3_PAD_CIRCULAR = 3,
+} h3_pad_mode;
+
+/* Geometry of a causal 3-D convolution (conv3d below).  Temporal: pad_t zero
+ * frames are prepended and none appended (the encoder's causal padding),
+ * stride stride_t.  Spatial: pad_top / pad_bottom rows and pad_left /
+ * pad_right columns in `mode`, the same stride stride_s along H and W. */
+typedef struct h3_conv3d_geom {
+  int stride_t, stride_s;
+  int pad_t;
+  int pad_top, pad_bottom, pad_left, pad_right;
+  h3_pad_mode mode;
+} h3_conv3d_geom;
+
 typedef struct h3_backend_ops {
   /* memory */
   h3_status (*alloc)(h3_backend *be, size_t bytes, void **out);
@@ -152,9 +173,10 @@ typedef struct h3_backend_ops {
   h3_status (*mem_stats)(h3_backend *be, bool reset_peak, struct h3_backend_mem *out);
   /* Optional: drop the device copies of host weights (made again on next use). */
   void (*release_weights)(h3_backend *be);
-  /* Optional: drop the device copy of host weight t, if there is one (after the
-   * work queued so far; made again on next use): a one-pass model frees each
-   * layer once done when the device is short of memory. */
+  /* Optional: drop the device copies of host weight t and of every view inside
+   * it (after the work queued so far; made again on next use): a one-pass model
+   * frees each layer once done when the device is short of memory, and the
+   * engine drops one model's weights without touching the others'. */
   void (*release_weight)(h3_backend *be, const h3_tensor *t);
   /* Optional (NULL: weights are read in place, as on the CPU): start copying
    * host weight t to the device in the background, so that the copy overlaps
@@ -227,6 +249,77 @@ typedef struct h3_backend_ops {
 
   /* In place: x = tanh(x) when use_tanh, then x = min(max(x, lo), hi). */
   h3_status (*tanh_clamp)(h3_backend *be, h3_tensor *x, bool use_tanh, float lo, float hi);
+
+  /* video VAE encoder (the causal 3-D CNN)
+   * Activations are contiguous F32 [B, C, T, H, W] tensors whatever act_dtype
+   * is (the reference encodes in float32).  Weights may be host (mmapped) or
+   * backend memory, F32, BF16 or F16, as for linear; vectors any float dtype. */
+
+  /* y[B,Co,To,Ho,Wo] = conv3d(pad(x[B,Ci,T,H,W]); w[Co,Ci,kt,kh,kw]) + bias[Co] (+ res):
+   *   y[b,o,t,i,j] = (bias[o] + sum_{c,a,p,q} w[o,c,a,p,q] xp[b, c, t st + a, i ss + p, j ss + q]) + res[b,o,t,i,j]
+   * where xp is x padded as g says (h3_conv3d_geom: pad_t zero frames in front;
+   * spatial padding in g->mode, each pad at most what F.pad allows for the size);
+   * To = (T + pad_t - kt) / st + 1, Ho = (H + pad_top + pad_bottom - kh) / ss + 1,
+   * Wo = (W + pad_left + pad_right - kw) / ss + 1 (floor; each must be >= 1).
+   * bias may be NULL; res (NULL, or F32 like y) may be y itself; y must not
+   * overlap x.  The sum's order is the backend's (the reference's is cuDNN's or
+   * oneDNN's): f32 results agree to rounding.  be->tf32: the products may round
+   * their inputs to TF32 (the CUDA backend then uses tensor cores, as PyTorch's
+   * cuDNN convolutions do by default); other backends ignore it. */
+  h3_status (*conv3d)(h3_backend *be, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                      const h3_conv3d_geom *g, const h3_tensor *res, h3_tensor *y);
+
+  /* Per-frame GroupNorm, then optionally SiLU (x [B,C,T,H,W] -> y of the same
+   * shape; in place allowed): for every (b, t) and group k of C/groups
+   * channels, with mean m and biased variance v over those channels x H x W,
+   *   y = (x - m) / sqrt(v + eps) * w[c] + b[c]     (w, b [C] or NULL)
+   * computed as x * s + (b[c] - m * s) with s = w[c] / sqrt(v + eps) (PyTorch's
+   * form), statistics in double; then y = y / (1 + exp(-y)) when silu.
+   * groups must divide C. */
+  h3_status (*group_norm3d)(h3_backend *be, const h3_tensor *x, int64_t groups, const h3_tensor *w,
+                            const h3_tensor *b, float eps, bool silu, h3_tensor *y);
+  /* vision tower (Qwen3-VL, src/model/vision_tower.c) */
+  /* In place GELU on a [rows, cols] activation view, in f32 as PyTorch's kernels write it:
+   *   tanh_approx false: x * 0.5 * (1 + erf(x * M_SQRT1_2))                      (nn.GELU())
+   *   tanh_approx true:  0.5 * x * (1 + tanh(kBeta * (x + 0.044715 * x^3))),
+   *                      kBeta = M_SQRT2 * M_2_SQRTPI * 0.5                      ("gelu_pytorch_tanh")
+   * bf16 emulation / BF16 storage: the result is rounded. */
+  h3_status (*gelu)(h3_backend *be, h3_tensor *x, bool tanh_approx);
+  /* In place on the q heads and the (kv_heads) k heads of a fused QKV buffer
+   * [S, *]: split-half rotary of the first rot channels with cos/sin [S, rot]
+   * F32, exactly the rotation of qk_norm_rope but without its RMSNorm:
+   *   z'[j] = z[j] cos[j] - z[j+half] sin[j],  z'[j+half] = z[j+half] cos[j+half] + z[j] sin[j+half]
+   * (half = rot / 2, j < half); channels >= rot and v untouched.  Unlike
+   * qk_norm_rope's rounding of every product, bf16 emulation / BF16 storage
+   * round only the f32 result (transformers apply_rotary_pos_emb_vision:
+   * q.float(), cos.float(), the rotation in f32, .to(bf16)); cos/sin are used
+   * unrounded. */
+  h3_status (*qk_rope)(h3_backend *be, h3_tensor *qkv, const h3_qkv_layout *lay, const h3_tensor *cos,
+                       const h3_tensor *sin);
+
+  /* audio VAE encoder (src/model/audio_vae_encoder.c) */
+  /* y[b, j, i] = x[b, i, j]: x a contiguous F32 [B, R, C] tensor, y a contiguous
+   * F32 [B, C, R] one, in backend memory (the conv trunk's [B, C, T] to the
+   * time-major rows [B*T, C] of the attention block).  An exact copy; y must not
+   * overlap x. */
+  h3_status (*transpose12)(h3_backend *be, const h3_tensor *x, h3_tensor *y);
+  /* out[M, F] = gelu_tanh(f[:, gate_col:+F]) * f[:, value_col:+F] on F32 views
+   * [rows, cols] (row strides as linear's): the gate through the gelu op's tanh
+   * expression (PyTorch's f32 nn.GELU(approximate="tanh")), rounded to f32, then
+   * times the value, rounded: GeGLU, act(w0 x) * w1 x.  out must not overlap f.
+   * be->emulate_bf16: both results rounded to bf16 (as swiglu). */
+  h3_status (*geglu)(h3_backend *be, const h3_tensor *f, int64_t gate_col, int64_t value_col, h3_tensor *out);
+  /* LoRA (src/model/lora*.c): a linear with a low-rank adapter beside its weight,
+   *   y = x W^T (+ bias) + scale * (x A^T) B^T
+   * x, w, bias and y as linear (y may be a column slice of a wider buffer); A [R, K] and B [N, R] of a float
+   * dtype, in backend or host memory like weights; A NULL stands for the identity (R = K: B [N, K] is a
+   * full-rank delta).  Several stacked adapters are one call with their factors concatenated along R (the
+   * scales folded into B).  Rounding: the adapter's product is added to the unrounded GEMM result and y is
+   * rounded once where the op rounds (emulate_bf16 on f32 storage); with bf16 storage (CUDA) the product is
+   * rounded to bf16 and added in the base GEMM's epilogue.  The CPU rounds x A^T to bf16 under emulate_bf16
+   * (the reference's bf16 factors).  R = 0 is a plain linear. */
+  h3_status (*linear_lora)(h3_backend *be, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                           const h3_tensor *a, const h3_tensor *b, float scale, h3_tensor *y);
 } h3_backend_ops;
 
 struct h3_backend {
@@ -239,8 +332,34 @@ struct h3_backend {
    * BF16 (the half-precision decode of the VAEs; the release decodes them
    * under autocast, which casts both).  Off: an f32 GEMM. */
   bool narrow_weights;
+  /* conv3d may compute its f32 products in TF32 (CUDA tensor cores: what
+   * PyTorch's cuDNN convolutions do by default, torch.backends.cudnn.allow_tf32,
+   * so what the reference's GPU encode computes).  Off: exact f32.  Ignored by
+   * the CPU.  Set it on a view (h3_backend_view_tf32), never on a shared backend. */
+  bool tf32;
   void *impl;
 };
+
+/* The same backend under other numerics: a copy of the handle (same ops, same
+ * impl: device, streams, weight caches, allocations) with its own
+ * emulate_bf16 and narrow_weights.  Numerics travel with the handle an op is
+ * called with, so models keep views for their precisions instead of toggling
+ * the flags of a backend that other models share.  A view is never destroyed
+ * (destroy the backend it was made from, after its views' last use). */
+static inline h3_backend h3_backend_view(const h3_backend *be, bool emulate_bf16, bool narrow_weights) {
+  h3_backend v = *be;
+  v.emulate_bf16 = emulate_bf16;
+  v.narrow_weights = narrow_weights;
+  return v;
+}
+
+/* A view of be (as h3_backend_view: same ops, impl and numerics otherwise)
+ * whose conv3d may use TF32 (tf32 true) or must compute in f32. */
+static inline h3_backend h3_backend_view_tf32(const h3_backend *be, bool tf32) {
+  h3_backend v = *be;
+  v.tf32 = tf32;
+  return v;
+}
 
 /* The CPU backend (threads from the default pool). */
 h3_status h3_backend_cpu_create(h3_backend **out);
@@ -288,6 +407,21 @@ int h3_cuda_device_count(void);
  * mmapped checkpoint): each is uploaded once, on first use, and kept until
  * destroy, so that host memory must not change meanwhile. */
 h3_status h3_backend_cuda_create(int device, h3_backend **out);
+/* What `h3 check` reports of CUDA device `dev`. */
+typedef struct h3_cuda_device_info {
+  char name[256];
+  size_t total, free;  /* bytes */
+  int major, minor;    /* compute capability */
+  int driver, runtime; /* versions as the CUDA API encodes them (1000 major + 10 minor) */
+} h3_cuda_device_info;
+h3_status h3_cuda_device_info_get(int dev, h3_cuda_device_info *out);
+/* One line on the convolutions' cuDNN (loaded on this call when not yet):
+ * its version and path, or why it is not used (conv3d then runs im2col +
+ * cuBLAS).  For `h3 check`. */
+void h3_cuda_cudnn_describe(char *buf, size_t cap);
+/* The loaded cuDNN's version (e.g. 91900 for 9.19.0; loaded on this call
+ * when not yet), 0 when none loads; H3_CUDNN=off is not consulted. */
+size_t h3_cuda_cudnn_version(void);
 /* The CUDA device of a CUDA backend; -1 for any other backend. */
 int h3_backend_cuda_device(const h3_backend *be);
 /* An NCCL group of `size` ranks, rank i on CUDA device devices[i], for one

@@ -1,6 +1,9 @@
 #include "backend/op_checks.h"
 
+#include <math.h>
 #include <stdint.h>
+
+#include "backend/backend.h"
 
 h3_status h3_check_btl(const char *op, const char *what, const h3_tensor *t) {
   char buf[96];
@@ -157,14 +160,25 @@ h3_status h3_check_table_cols(const h3_tensor *table, int64_t col, int64_t D, co
   return H3_OK;
 }
 
-h3_status h3_check_swiglu(const h3_tensor *f, int64_t gate_col, int64_t value_col, const h3_tensor *out) {
+h3_status h3_check_glu(const char *op, const h3_tensor *f, int64_t gate_col, int64_t value_col, const h3_tensor *out) {
   const int64_t M = out->shape[0], F = out->shape[1];
   if (f->shape[0] != M)
-    return h3_fail(H3_ERR_SHAPE, "swiglu: f has %lld rows, out %lld", (long long)f->shape[0], (long long)M);
+    return h3_fail(H3_ERR_SHAPE, "%s: f has %lld rows, out %lld", op, (long long)f->shape[0], (long long)M);
   if (gate_col < 0 || gate_col + F > f->shape[1] || value_col < 0 || value_col + F > f->shape[1])
     return h3_fail(H3_ERR_SHAPE,
-                   "swiglu: gate (col %lld) or value (col %lld) of width %lld outside the %lld columns of f",
+                   "%s: gate (col %lld) or value (col %lld) of width %lld outside the %lld columns of f", op,
                    (long long)gate_col, (long long)value_col, (long long)F, (long long)f->shape[1]);
+  return H3_OK;
+}
+
+h3_status h3_check_swiglu(const h3_tensor *f, int64_t gate_col, int64_t value_col, const h3_tensor *out) {
+  return h3_check_glu("swiglu", f, gate_col, value_col, out);
+}
+
+h3_status h3_check_transpose12(const char *op, const h3_tensor *x, const h3_tensor *y) {
+  H3_TRY(h3_check_btl(op, "input", x));
+  H3_TRY(h3_check_shape3(op, "output", y, x->shape[0], x->shape[2], x->shape[1]));
+  if (h3_tensors_overlap(x, y)) return h3_fail(H3_ERR_INVALID, "%s: output overlaps the input", op);
   return H3_OK;
 }
 
@@ -191,4 +205,101 @@ h3_status h3_check_snake_aa(const char *op, const h3_tensor *x, const h3_tensor 
                    H3_SNAKE_AA_MAX_K);
   H3_TRY(h3_check_vec(op, "up_filter", up_filter, K));
   return h3_check_vec(op, "down_filter", down_filter, K);
+}
+
+/* ---- video VAE encoder ------------------------------------------------------ */
+
+h3_status h3_check_bcthw(const char *op, const char *what, const h3_tensor *t) {
+  char buf[96];
+  if (!t) return h3_fail(H3_ERR_INVALID, "%s: %s is missing", op, what);
+  if (t->dtype != H3_DT_F32 || t->ndim != 5 || !h3_tensor_is_contiguous(t))
+    return h3_fail(H3_ERR_INVALID, "%s: %s must be a contiguous F32 [B, C, T, H, W] tensor, got %s %s", op, what,
+                   h3_dtype_name(t->dtype) ? h3_dtype_name(t->dtype) : "?", h3_shape_str(t, buf, sizeof buf));
+  for (int i = 0; i < 5; i++)
+    if (t->shape[i] < 1)
+      return h3_fail(H3_ERR_SHAPE, "%s: %s %s has an empty dimension", op, what, h3_shape_str(t, buf, sizeof buf));
+  if (!t->data) return h3_fail(H3_ERR_INVALID, "%s: %s has no data", op, what);
+  return H3_OK;
+}
+
+static int float_dt(h3_dtype d) { return d == H3_DT_F32 || d == H3_DT_BF16 || d == H3_DT_F16; }
+
+/* One spatial pad against F.pad's rule for the mode. */
+static h3_status check_pad(const char *op, const char *name, int pad, int64_t n, h3_pad_mode mode) {
+  if (pad < 0) return h3_fail(H3_ERR_INVALID, "%s: %s %d is negative", op, name, pad);
+  if (mode == H3_PAD_REFLECT && pad > 0 && pad >= n)
+    return h3_fail(H3_ERR_SHAPE, "%s: reflect padding %s %d needs more than %d samples, the input has %lld", op,
+                   name, pad, pad, (long long)n);
+  if (mode == H3_PAD_CIRCULAR && pad > n)
+    return h3_fail(H3_ERR_SHAPE, "%s: circular padding %s %d exceeds the input's %lld samples", op, name, pad,
+                   (long long)n);
+  return H3_OK;
+}
+
+h3_status h3_check_conv3d(const char *op, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                          const h3_conv3d_geom *g, const h3_tensor *res, const h3_tensor *y, int64_t out[3]) {
+  char buf[96], buf2[96];
+  H3_TRY(h3_check_bcthw(op, "input", x));
+  if (!w || !w->data) return h3_fail(H3_ERR_INVALID, "%s: weight is missing", op);
+  if (!float_dt(w->dtype) || w->ndim != 5 || !h3_tensor_is_contiguous(w))
+    return h3_fail(H3_ERR_INVALID, "%s: weight must be a contiguous F32/BF16/F16 [Co, Ci, kt, kh, kw] tensor, got %s %s",
+                   op, h3_dtype_name(w->dtype) ? h3_dtype_name(w->dtype) : "?", h3_shape_str(w, buf, sizeof buf));
+  if (!g) return h3_fail(H3_ERR_INVALID, "%s: geometry is missing", op);
+  if (g->stride_t < 1 || g->stride_s < 1 || g->pad_t < 0 || (int)g->mode < 0 || g->mode > H3_PAD_CIRCULAR)
+    return h3_fail(H3_ERR_INVALID, "%s: bad strides %d / %d, temporal padding %d or padding mode %d", op, g->stride_t,
+                   g->stride_s, g->pad_t, (int)g->mode);
+  const int64_t Ci = x->shape[1], T = x->shape[2], H = x->shape[3], W = x->shape[4];
+  const int64_t Co = w->shape[0], kt = w->shape[2], kh = w->shape[3], kw = w->shape[4];
+  if (w->shape[1] != Ci || Co < 1 || kt < 1 || kh < 1 || kw < 1)
+    return h3_fail(H3_ERR_SHAPE, "%s: weight %s does not take the input's %lld channels (input %s)", op,
+                   h3_shape_str(w, buf, sizeof buf), (long long)Ci, h3_shape_str(x, buf2, sizeof buf2));
+  H3_TRY(check_pad(op, "top", g->pad_top, H, g->mode));
+  H3_TRY(check_pad(op, "bottom", g->pad_bottom, H, g->mode));
+  H3_TRY(check_pad(op, "left", g->pad_left, W, g->mode));
+  H3_TRY(check_pad(op, "right", g->pad_right, W, g->mode));
+  const int64_t st = T + g->pad_t - kt, sh = H + g->pad_top + g->pad_bottom - kh, sw = W + g->pad_left + g->pad_right - kw;
+  if (st < 0 || sh < 0 || sw < 0)
+    return h3_fail(H3_ERR_SHAPE, "%s: the padded input (%lld x %lld x %lld of %s) is smaller than the kernel %s", op,
+                   (long long)(T + g->pad_t), (long long)(H + g->pad_top + g->pad_bottom),
+                   (long long)(W + g->pad_left + g->pad_right), h3_shape_str(x, buf, sizeof buf),
+                   h3_shape_str(w, buf2, sizeof buf2));
+  out[0] = st / g->stride_t + 1;
+  out[1] = sh / g->stride_s + 1;
+  out[2] = sw / g->stride_s + 1;
+  H3_TRY(h3_check_bcthw(op, "output", y));
+  if (y->shape[0] != x->shape[0] || y->shape[1] != Co || y->shape[2] != out[0] || y->shape[3] != out[1] ||
+      y->shape[4] != out[2])
+    return h3_fail(H3_ERR_SHAPE, "%s: output is %s, expected [%lld, %lld, %lld, %lld, %lld]", op,
+                   h3_shape_str(y, buf, sizeof buf), (long long)x->shape[0], (long long)Co, (long long)out[0],
+                   (long long)out[1], (long long)out[2]);
+  if (h3_tensors_overlap(x, y)) return h3_fail(H3_ERR_INVALID, "%s: output overlaps the input", op);
+  if (bias) H3_TRY(h3_check_param_vec(bias, Co, op, "bias"));
+  if (res) {
+    H3_TRY(h3_check_bcthw(op, "residual", res));
+    if (!h3_shape_eq(res, 5, y->shape))
+      return h3_fail(H3_ERR_SHAPE, "%s: residual %s differs from the output %s", op, h3_shape_str(res, buf, sizeof buf),
+                     h3_shape_str(y, buf2, sizeof buf2));
+    if (res->data != y->data && h3_tensors_overlap(res, y))
+      return h3_fail(H3_ERR_INVALID, "%s: residual partly overlaps the output", op);
+  }
+  return H3_OK;
+}
+
+h3_status h3_check_group_norm3d(const char *op, const h3_tensor *x, int64_t groups, const h3_tensor *w,
+                                const h3_tensor *b, float eps, const h3_tensor *y) {
+  char buf[96], buf2[96];
+  H3_TRY(h3_check_bcthw(op, "input", x));
+  H3_TRY(h3_check_bcthw(op, "output", y));
+  if (!h3_shape_eq(y, 5, x->shape))
+    return h3_fail(H3_ERR_SHAPE, "%s: output %s differs from the input %s", op, h3_shape_str(y, buf, sizeof buf),
+                   h3_shape_str(x, buf2, sizeof buf2));
+  if (x->data != y->data && h3_tensors_overlap(x, y))
+    return h3_fail(H3_ERR_INVALID, "%s: output partly overlaps the input", op);
+  const int64_t C = x->shape[1];
+  if (groups < 1 || C % groups)
+    return h3_fail(H3_ERR_SHAPE, "%s: %lld groups do not divide %lld channels", op, (long long)groups, (long long)C);
+  if (!(eps >= 0.0f) || !isfinite(eps)) return h3_fail(H3_ERR_INVALID, "%s: eps %g", op, (double)eps);
+  if (w) H3_TRY(h3_check_param_vec(w, C, op, "weight"));
+  if (b) H3_TRY(h3_check_param_vec(b, C, op, "bias"));
+  return H3_OK;
 }

@@ -37,6 +37,10 @@ h3_status h3_check_same_shape2d(const h3_tensor *a, const h3_tensor *b, const ch
 h3_status h3_check_table_cols(const h3_tensor *table, int64_t col, int64_t D, const char *op, const char *what);
 /* swiglu: f [M, *] holds gate and value column ranges of out's width F, out [M, F]. */
 h3_status h3_check_swiglu(const h3_tensor *f, int64_t gate_col, int64_t value_col, const h3_tensor *out);
+/* The same for any gated unit named `op` (geglu). */
+h3_status h3_check_glu(const char *op, const h3_tensor *f, int64_t gate_col, int64_t value_col, const h3_tensor *out);
+/* transpose12: x contiguous F32 [B, R, C], y contiguous F32 [B, C, R], not overlapping x. */
+h3_status h3_check_transpose12(const char *op, const h3_tensor *x, const h3_tensor *y);
 /* A per-channel op's arguments: x [B,C,L], y like x, parameter vectors a and b of C. */
 h3_status h3_check_per_channel(const char *op, const h3_tensor *x, const char *an, const h3_tensor *a, const char *bn,
                                const h3_tensor *b, const h3_tensor *y);
@@ -59,6 +63,31 @@ h3_status h3_check_conv1d(const char *op, const h3_tensor *x, const h3_tensor *w
 /* conv_transpose1d argument checks (x [B,Ci,L], w [Ci,Co,K], y [B,Co,Lo]). */
 h3_status h3_check_conv_transpose1d(const char *op, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
                                     int stride, int pad, const h3_tensor *y, int64_t *Lo);
+
+/* The video VAE encoder's [B, C, T, H, W] activations: given, contiguous F32, 5-D. */
+h3_status h3_check_bcthw(const char *op, const char *what, const h3_tensor *t);
+/* conv3d argument checks (backend.h): x [B,Ci,T,H,W], w [Co,Ci,kt,kh,kw] (F32/BF16/F16,
+ * contiguous), optional bias [Co] (any float dtype), geometry (strides >= 1, pads >= 0,
+ * each spatial pad within what F.pad's mode allows for the size), y [B,Co,To,Ho,Wo],
+ * optional res like y; y must not overlap x.  *out receives {To, Ho, Wo}. */
+struct h3_conv3d_geom;
+h3_status h3_check_conv3d(const char *op, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                          const struct h3_conv3d_geom *g, const h3_tensor *res, const h3_tensor *y, int64_t out[3]);
+/* group_norm3d argument checks: x and y [B,C,T,H,W] of one shape, groups dividing C,
+ * optional weight / bias [C] (any float dtype), eps finite and >= 0. */
+h3_status h3_check_group_norm3d(const char *op, const h3_tensor *x, int64_t groups, const h3_tensor *w,
+                                const h3_tensor *b, float eps, const h3_tensor *y);
+/* Source index of padded position p (in [-front, n + back)) along an axis of n
+ * samples under an h3_pad_mode (int), or -1 for a zero. */
+static inline int64_t h3_pad_index(int64_t p, int64_t n, int mode) {
+  if (p >= 0 && p < n) return p;
+  switch (mode) {
+  case 1: /* reflect */ return p < 0 ? -p : 2 * (n - 1) - p;
+  case 2: /* replicate */ return p < 0 ? 0 : n - 1;
+  case 3: /* circular */ return ((p % n) + n) % n;
+  default: return -1;
+  }
+}
 
 #ifdef __cplusplus
 }

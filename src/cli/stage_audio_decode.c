@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "core/log.h"
+#include "engine/engine_internal.h"
 #include "io/st_read.h"
 #include "model/audio_vae_decoder.h"
 
@@ -21,6 +22,7 @@ static void usage(FILE *f) {
           "options:\n"
           "  --model PATH       snapshot root, audio_vae folder (diffusers or original) or single file\n"
           "  --denormalized     IN is already z * latents_std + latents_mean (the VAE's decode input)\n"
+          "  --device cpu|cuda[:N] compute device (default cpu)\n"
           "  --threads N        CPU threads (default: all cores)\n"
           "  -v, -q             more / less logging\n");
 }
@@ -31,11 +33,12 @@ int h3_stage_audio_decode(int argc, char **argv) {
     return 0;
   }
   const char *model = NULL, *inp = NULL, *outp = NULL, *denorm = NULL, *threads = NULL;
-  const char *verbose = NULL, *quiet = NULL;
+  const char *verbose = NULL, *quiet = NULL, *device = NULL;
   const h3_opt opts[] = {
       {"--model", "-m", true, &model},     {"--in", NULL, true, &inp},
       {"--out", "-o", true, &outp},        {"--denormalized", NULL, false, &denorm},
       {"--threads", NULL, true, &threads}, {"--verbose", "-v", false, &verbose},
+      {"--device", NULL, true, &device},
       {"--quiet", "-q", false, &quiet},
   };
   int rc = h3_parse_opts(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL);
@@ -43,15 +46,14 @@ int h3_stage_audio_decode(int argc, char **argv) {
   if (!model || !inp || !outp) return h3_cli_usage_error("h3 stage audio-decode needs --model, --in and --out");
   if (verbose) h3_set_log_level(H3_LOG_DEBUG);
   if (quiet) h3_set_log_level(H3_LOG_ERROR);
-  if (h3_cli_threads(threads)) return 2;
+  h3_engine *e = NULL;
+  if ((rc = h3_cli_open_engine(model, device, threads, NULL, "cpu", &e)) != 0) return rc;
 
   int ret = 1;
-  h3_backend *be = NULL;
   h3_avae_decoder *dec = NULL;
   h3_st_set *in_set = NULL;
   float *z = NULL, *wave = NULL;
-  if (h3_backend_cpu_create(&be) != H3_OK) goto done;
-  if (h3_avae_decoder_load(be, model, &dec) != H3_OK) goto done;
+  if (h3_engine_audio_decoder(e, &dec) != H3_OK) goto done;
   const h3_avae_dec_info *info = h3_avae_decoder_info(dec);
   H3_LOGI("audio VAE decoder: %s (%s), %lld latent channels, hop %lld, %lld Hz", info->weights_path,
           h3_avae_convention_name(info->convention), (long long)info->cfg.latent_channels, (long long)info->hop,
@@ -85,7 +87,6 @@ done:
   free(z);
   free(wave);
   h3_st_set_close(in_set);
-  h3_avae_decoder_free(dec);
-  if (be) h3_backend_destroy(be);
+  h3_engine_close(e);
   return ret;
 }

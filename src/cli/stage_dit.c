@@ -5,7 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
-#include "backend/backend_select.h"
+#include "engine/engine_internal.h"
 #include "core/log.h"
 #include "model/dit.h"
 #include "pipeline/profile.h"
@@ -49,23 +49,20 @@ int h3_stage_dit(int argc, char **argv) {
   if (!model || !inp || !outp) return h3_cli_usage_error("h3 stage dit needs --model, --in and --out");
   if (verbose) h3_set_log_level(H3_LOG_DEBUG);
   if (quiet) h3_set_log_level(H3_LOG_ERROR);
-  h3_precision pr;
-  if (!strcmp(prec, "f32")) pr = H3_PRECISION_F32;
-  else if (!strcmp(prec, "bf16")) pr = H3_PRECISION_BF16;
-  else return h3_cli_usage_error("--precision must be f32 or bf16, not '%s'", prec);
+  if (strcmp(prec, "f32") && strcmp(prec, "bf16"))
+    return h3_cli_usage_error("--precision must be f32 or bf16, not '%s'", prec);
   h3_dit_partition part;
   if (!strcmp(variant, "fl2va") || !strcmp(variant, "t2va")) part = H3_PART_FL2VA;
   else if (!strcmp(variant, "ref2va")) part = H3_PART_REF2VA;
   else return h3_cli_usage_error("--variant must be fl2va or ref2va, not '%s'", variant);
-  if (h3_cli_threads(threads)) return 2;
   int n_rep = 1;
   if (repeat && ((n_rep = atoi(repeat)) <= 0 || n_rep > 100000))
     return h3_cli_usage_error("--repeat must be a positive integer");
 
   int ret = 1;
-  h3_dit_weights *w = NULL;
+  const h3_dit_weights *w = NULL;
   h3_st_set *in_set = NULL;
-  h3_backend *be = NULL;
+  h3_engine *e = NULL;
   h3_dit *dit = NULL;
   h3_dit_inputs_owned own = {0};
   float *vout = NULL, *aout = NULL;
@@ -73,14 +70,17 @@ int h3_stage_dit(int argc, char **argv) {
   h3_profile prof_s, *prof = profile ? &prof_s : NULL;
   h3_profile_init(prof, NULL);
   h3_profile_begin(prof, "load", 0);
-  if (h3_dit_weights_open(model, part, &w) != H3_OK) goto done;
+  if ((rc = h3_cli_open_engine(model, device, threads, prec, NULL, &e)) != 0) {
+    h3_profile_free(prof);
+    return rc;
+  }
+  if (h3_engine_dit(e, part, &dit, NULL) != H3_OK) goto done;
+  w = e->dit_w[part];
   H3_LOGI("transformer: %s, %lld layers, hidden %lld, %lld heads x %lld", h3_dit_convention_name(w->convention),
           (long long)w->cfg.num_layers, (long long)w->cfg.hidden, (long long)w->cfg.num_heads,
           (long long)w->cfg.head_dim);
   if (h3_st_set_open(inp, &in_set) != H3_OK) goto done;
   if (h3_dit_inputs_read(in_set, &w->cfg, &in, &own) != H3_OK) goto done;
-  if (h3_backend_create_named(device, &be) != H3_OK) goto done;
-  if (h3_dit_create(be, w, pr, &dit) != H3_OK) goto done;
   const int64_t P = h3_dit_patch_dim(&w->cfg), A = w->cfg.audio_in_channels;
   vout = malloc((size_t)(in.n_video * P + 1) * sizeof(float));
   aout = malloc((size_t)(in.n_audio * A + 1) * sizeof(float));
@@ -89,7 +89,7 @@ int h3_stage_dit(int argc, char **argv) {
     goto done;
   }
   h3_profile_end(prof);
-  if (prof) prof->be = be;
+  if (prof) prof->be = h3_engine_backend(e);
   for (int r = 0; r < n_rep; r++) {
     char name[40];
     snprintf(name, sizeof name, "DiT forward %d", r + 1);
@@ -112,9 +112,7 @@ done:
   free(vout);
   free(aout);
   h3_dit_inputs_free(&own);
-  h3_dit_destroy(dit);
-  if (be) h3_backend_destroy(be);
   h3_st_set_close(in_set);
-  h3_dit_weights_close(w);
+  h3_engine_close(e);
   return ret;
 }

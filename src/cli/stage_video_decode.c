@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "core/log.h"
+#include "engine/engine_internal.h"
 #include "model/video_vae_decoder.h"
 
 static void usage(FILE *f) {
@@ -23,6 +24,7 @@ static void usage(FILE *f) {
           "  --tile PX             spatial tile size in pixels (default: config, 256)\n"
           "  --tile-overlap PX     minimum tile overlap in pixels (default: config, 64)\n"
           "  --no-tiling           decode each window in one call (differs from the release)\n"
+          "  --device cpu|cuda[:N] compute device (default cpu)\n"
           "  --threads N           CPU threads (default: all cores)\n"
           "  -v, -q                more / less logging\n");
 }
@@ -41,12 +43,13 @@ int h3_stage_video_decode(int argc, char **argv) {
     return 0;
   }
   const char *model = NULL, *inp = NULL, *outp = NULL, *tile = NULL, *overlap = NULL, *notile = NULL;
-  const char *threads = NULL, *verbose = NULL, *quiet = NULL;
+  const char *threads = NULL, *verbose = NULL, *quiet = NULL, *device = NULL;
   const h3_opt opts[] = {
       {"--model", "-m", true, &model},        {"--in", NULL, true, &inp},
       {"--out", "-o", true, &outp},           {"--tile", NULL, true, &tile},
       {"--tile-overlap", NULL, true, &overlap}, {"--no-tiling", NULL, false, &notile},
       {"--threads", NULL, true, &threads},    {"--verbose", "-v", false, &verbose},
+      {"--device", NULL, true, &device},
       {"--quiet", "-q", false, &quiet},
   };
   int rc = h3_parse_opts(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL);
@@ -60,25 +63,26 @@ int h3_stage_video_decode(int argc, char **argv) {
   dopt.tile_w = dopt.tile_h;
   dopt.tile_overlap_w = dopt.tile_overlap_h;
   if (notile) dopt.tiling = 0;
-  if (h3_cli_threads(threads)) return 2;
+  h3_engine *e = NULL;
+  if ((rc = h3_cli_open_engine(model, device, threads, NULL, "cpu", &e)) != 0) return rc;
 
   int ret = 1;
-  h3_vvae_weights *w = NULL;
+  const h3_vvae_weights *w = NULL;
   h3_st_set *in_set = NULL;
-  h3_backend *be = NULL;
+  h3_backend *be = h3_engine_backend(e);
   float *lat = NULL, *frames = NULL;
-  if (h3_vvae_open(model, &w) != H3_OK) goto done;
+  if (h3_engine_video_decoder(e, &w) != H3_OK) goto done;
   H3_LOGI("video VAE decoder: %s naming, %lld layers, width %lld (%lld x %lld), patch %lldx%lldx%lld",
           h3_vvae_convention_name(w->convention), (long long)w->cfg.num_layers, (long long)w->cfg.dim,
           (long long)w->cfg.heads, (long long)w->cfg.head_dim, (long long)w->cfg.patch_t, (long long)w->cfg.patch,
           (long long)w->cfg.patch);
   if (h3_st_set_open(inp, &in_set) != H3_OK) goto done;
-  const h3_st_entry *e = h3_st_set_find(in_set, "latents");
-  if (!e) {
+  const h3_st_entry *ent = h3_st_set_find(in_set, "latents");
+  if (!ent) {
     h3_fail(H3_ERR_NOT_FOUND, "%s: missing tensor 'latents' [B, %lld, T, h, w]", inp, (long long)w->cfg.latent_channels);
     goto done;
   }
-  h3_tensor t = h3_st_tensor(e);
+  h3_tensor t = h3_st_tensor(ent);
   if (t.dtype != H3_DT_F32 && t.dtype != H3_DT_F16 && t.dtype != H3_DT_BF16) {
     h3_fail(H3_ERR_FORMAT, "%s: tensor 'latents' has dtype %s (F32, F16 or BF16 expected)", inp,
             h3_dtype_name(t.dtype) ? h3_dtype_name(t.dtype) : "?");
@@ -116,8 +120,7 @@ int h3_stage_video_decode(int argc, char **argv) {
     h3_fail(H3_ERR_NOMEM, "video decode buffers (%lld output values)", (long long)n_out);
     goto done;
   }
-  h3_convert_to_f32(lat, h3_st_data(e), t.dtype, (size_t)n_in);
-  if (h3_backend_cpu_create(&be) != H3_OK) goto done;
+  h3_convert_to_f32(lat, h3_st_data(ent), t.dtype, (size_t)n_in);
   H3_LOGI("decoding latents [%lld, %lld, %lld, %lld, %lld] -> video [%lld, %lld, %lld, %lld, %lld]",
           (long long)dims[0], (long long)dims[1], (long long)dims[2], (long long)dims[3], (long long)dims[4],
           (long long)dims[0], (long long)Co, (long long)F, (long long)H, (long long)W);
@@ -131,8 +134,7 @@ done:
   if (ret) h3_cli_fail(NULL);
   free(lat);
   free(frames);
-  if (be) h3_backend_destroy(be);
   h3_st_set_close(in_set);
-  h3_vvae_close(w);
+  h3_engine_close(e);
   return ret;
 }

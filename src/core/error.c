@@ -50,6 +50,7 @@ const char *h3_status_name(h3_status s) {
   case H3_ERR_NOMEM: return "out of memory";
   case H3_ERR_UNSUPPORTED: return "unsupported";
   case H3_ERR_INTERNAL: return "internal error";
+  case H3_ERR_CANCELLED: return "cancelled";
   }
   return "unknown error";
 }

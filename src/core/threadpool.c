@@ -1,6 +1,8 @@
+#include "core/settings.h"
 #include "core/threadpool.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -54,8 +56,7 @@ static void *worker(void *arg) {
 
 h3_status h3_threadpool_create(int nthreads, h3_threadpool **out) {
   if (nthreads <= 0) {
-    const char *env = getenv("H3_THREADS");
-    nthreads = env ? atoi(env) : 0;
+    nthreads = h3_settings_get()->threads;
     if (nthreads <= 0) nthreads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (nthreads <= 0) nthreads = 1;
   }
@@ -130,8 +131,21 @@ void h3_parallel_for(h3_threadpool *p, int64_t n, int64_t grain, h3_range_fn fn,
 
 static h3_threadpool *g_pool;
 static pthread_once_t g_pool_once = PTHREAD_ONCE_INIT;
+static int g_pool_threads; /* h3_default_pool_set_threads, before the pool exists */
+static bool g_pool_made;
+static pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static void make_default(void) {
-  if (h3_threadpool_create(0, &g_pool) != H3_OK) g_pool = NULL;
+  pthread_mutex_lock(&g_pool_mu);
+  if (h3_threadpool_create(g_pool_threads, &g_pool) != H3_OK) g_pool = NULL;
+  g_pool_made = true;
+  pthread_mutex_unlock(&g_pool_mu);
+}
+int h3_default_pool_set_threads(int n) {
+  pthread_mutex_lock(&g_pool_mu);
+  if (!g_pool_made) g_pool_threads = n;
+  int have = g_pool_made ? (g_pool ? h3_threadpool_size(g_pool) : 1) : n;
+  pthread_mutex_unlock(&g_pool_mu);
+  return have;
 }
 h3_threadpool *h3_default_pool(void) {
   pthread_once(&g_pool_once, make_default);

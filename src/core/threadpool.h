@@ -19,7 +19,11 @@ void h3_threadpool_destroy(h3_threadpool *p);
 int h3_threadpool_size(const h3_threadpool *p);
 /* Split [0, n) in chunks of at least `grain` items. */
 void h3_parallel_for(h3_threadpool *p, int64_t n, int64_t grain, h3_range_fn fn, void *ctx);
-/* Process-wide default pool (created on first use). */
+/* Process-wide default pool (created on first use, with the threads last
+ * asked for by h3_default_pool_set_threads, else $H3_THREADS or all CPUs). */
 h3_threadpool *h3_default_pool(void);
+/* Ask for n threads (0: the default) in the default pool; returns the size it
+ * has or will have (a pool already made keeps its size). */
+int h3_default_pool_set_threads(int n);
 
 #endif

@@ -183,3 +183,15 @@ h3_status h3_cfg_object(const json_t *root, const char *file, const char *key, c
   *out = v;
   return H3_OK;
 }
+
+h3_status h3_cfg_range(const char *file, const char *key, int64_t v, int64_t lo, int64_t hi) {
+  if (v >= lo && v <= hi) return H3_OK;
+  return h3_fail(H3_ERR_FORMAT, "%s: config field '%s' is %lld; it must be in [%lld, %lld]", file ? file : "<config>",
+                 key, (long long)v, (long long)lo, (long long)hi);
+}
+
+h3_status h3_cfg_range_f(const char *file, const char *key, double v, double lo, double hi) {
+  if (isfinite(v) && v >= lo && v <= hi) return H3_OK;
+  return h3_fail(H3_ERR_FORMAT, "%s: config field '%s' is %g; it must be a finite number in [%g, %g]",
+                 file ? file : "<config>", key, v, lo, hi);
+}

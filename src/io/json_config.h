@@ -37,6 +37,13 @@ h3_status h3_cfg_int_array_var(const json_t *root, const char *file_label, const
 h3_status h3_cfg_string_opt(const json_t *root, const char *file_label, const char *key, const char *def,
                             const char **out);
 h3_status h3_cfg_bool_opt(const json_t *root, const char *file_label, const char *key, bool def, bool *out);
+/* Bound a value read from a config: H3_ERR_FORMAT "<file>: config field
+ * '<key>' is <v>; it must be in [lo, hi]" otherwise.  Every size a config gives
+ * is bounded before anything is allocated from it. */
+h3_status h3_cfg_range(const char *file_label, const char *key, int64_t v, int64_t lo, int64_t hi);
+/* A real that must be finite and in [lo, hi]. */
+h3_status h3_cfg_range_f(const char *file_label, const char *key, double v, double lo, double hi);
+
 /* Required nested object (pointer into `root`). */
 h3_status h3_cfg_object(const json_t *root, const char *file_label, const char *key, const json_t **out);
 

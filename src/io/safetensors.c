@@ -1,6 +1,7 @@
 /* safetensors reader (strict validation, mmap), sharded sets and writer.
  * See safetensors.h for the rules enforced. */
 #include "io/safetensors.h"
+#include "io/outfile.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -182,17 +183,18 @@ static h3_status parse_tensor(const h3_st_file *f, const char *name, json_t *v, 
     e->shape[i] = (int64_t)d;
     if (d == 0) has_zero = 1;
   }
+  /* The non-zero dimensions must multiply to an int64 even when a zero makes
+   * the tensor empty: strides and element counts are int64 products of them. */
   uint64_t numel = 1;
-  if (has_zero) {
-    numel = 0;
-  } else {
-    for (size_t i = 0; i < nd; i++) {
-      uint64_t d = (uint64_t)e->shape[i];
-      if (numel > UINT64_MAX / d)
-        return h3_fail(H3_ERR_FORMAT, "%s: tensor '%s': element count of the shape overflows 64 bits", path, name);
-      numel *= d;
-    }
+  for (size_t i = 0; i < nd; i++) {
+    uint64_t d = (uint64_t)e->shape[i];
+    if (d == 0) continue;
+    if (numel > (uint64_t)INT64_MAX / d)
+      return h3_fail(H3_ERR_FORMAT, "%s: tensor '%s': element count of the shape overflows 64 bits%s", path, name,
+                     has_zero ? " (its zero dimension aside)" : "");
+    numel *= d;
   }
+  if (has_zero) numel = 0;
   uint64_t esize = h3_dtype_size(dt);
   if (numel > UINT64_MAX / esize)
     return h3_fail(H3_ERR_FORMAT, "%s: tensor '%s': byte size of the shape overflows 64 bits", path, name);
@@ -836,22 +838,23 @@ h3_status h3_st_write(const char *path, const h3_st_write_item *items, size_t n,
   H3_TRY(st_build_header(path, items, n, meta_kv, n_meta, &hdr));
   size_t hl = strlen(hdr);
   size_t padded = (hl + 7) & ~(size_t)7;
-  char *tmp = malloc(strlen(path) + 32);
-  if (!tmp) {
+  h3_outfile of;
+  h3_status st = h3_outfile_begin(&of, path);
+  if (st != H3_OK) {
     free(hdr);
-    return h3_fail(H3_ERR_NOMEM, "%s: out of memory", path);
+    return st;
   }
-  sprintf(tmp, "%s.tmp.%ld", path, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const char *tmp = of.write_path;
+  int fd = of.direct ? open(tmp, O_WRONLY | O_CLOEXEC) : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    h3_status st = h3_fail(H3_ERR_IO, "%s: cannot create temporary file %s: %s", path, tmp, strerror(errno));
-    free(tmp);
+    st = h3_fail(H3_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+    h3_outfile_abort(&of);
     free(hdr);
     return st;
   }
   uint8_t len8[8];
   for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
-  h3_status st = st_write_all(fd, tmp, len8, 8);
+  st = st_write_all(fd, tmp, len8, 8);
   if (st == H3_OK) st = st_write_all(fd, tmp, hdr, hl);
   static const char spaces[8] = "        ";
   if (st == H3_OK && padded > hl) st = st_write_all(fd, tmp, spaces, padded - hl);
@@ -859,15 +862,14 @@ h3_status h3_st_write(const char *path, const h3_st_write_item *items, size_t n,
     size_t nb = h3_tensor_nbytes(&items[i].t);
     if (nb) st = st_write_all(fd, tmp, items[i].t.data, nb);
   }
-  if (st == H3_OK && fsync(fd) != 0) st = h3_fail(H3_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
+  if (st == H3_OK && !of.direct && fsync(fd) != 0) st = h3_fail(H3_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
   if (close(fd) != 0 && st == H3_OK) st = h3_fail(H3_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
-  if (st == H3_OK && rename(tmp, path) != 0)
-    st = h3_fail(H3_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-  if (st != H3_OK) {
-    unlink(tmp);
-    if (strstr(h3_last_error(), path) == NULL) h3_error_prefix("%s", path);
+  if (st == H3_OK) {
+    st = h3_outfile_commit(&of);
+  } else {
+    h3_outfile_abort(&of);
   }
-  free(tmp);
+  if (st != H3_OK && strstr(h3_last_error(), path) == NULL) h3_error_prefix("%s", path);
   free(hdr);
   return st;
 }

@@ -9,6 +9,8 @@
  *   - every other key is a tensor: an object with exactly "dtype" (a known
  *     safetensors dtype string), "shape" (array of non-negative integers) and
  *     "data_offsets" ([begin, end] integers, begin <= end);
+ *   - the non-zero dimensions multiply to at most 2^63 - 1 (also for an empty
+ *     tensor: strides are int64 products of them);
  *   - end - begin == numel * dtype size (no overflow), offsets inside the data
  *     section, tensors non-overlapping (sorted check).
  *

@@ -115,13 +115,6 @@ void h3_frames_to_rgb24(const h3_video_frames *v, int f, uint8_t *dst, ptrdiff_t
   }
 }
 
-char *h3_media_tmp_path(const char *path) {
-  size_t n = strlen(path) + 32;
-  char *tmp = malloc(n);
-  if (tmp) snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-  return tmp;
-}
-
 h3_status h3_media_mkdirs(const char *dir) {
   if (!dir || !*dir) return h3_fail(H3_ERR_INVALID, "empty folder name");
   char *p = strdup(dir);

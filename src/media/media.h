@@ -76,8 +76,6 @@ static inline uint8_t h3_pixel_to_u8(float x) {
 /* Frame f of v as packed RGB24 rows into dst (linesize bytes per row). */
 void h3_frames_to_rgb24(const h3_video_frames *v, int f, uint8_t *dst, ptrdiff_t linesize);
 
-/* "<path>.tmp.<pid>" (malloc'd; NULL when out of memory). */
-char *h3_media_tmp_path(const char *path);
 /* mkdir -p (mode 0777 & ~umask).  Fails with a message naming the folder. */
 h3_status h3_media_mkdirs(const char *dir);
 /* Route FFmpeg's log through h3_log (once per process): FFmpeg errors become

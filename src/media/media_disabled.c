@@ -1,11 +1,21 @@
 /* Built with -DH3_MEDIA=OFF (no FFmpeg; e.g. a headless benchmark box): the
  * MP4 and PNG writers report that they are not part of this build.  WAV output
  * (hand-written) stays available. */
+#include <stdio.h>
+
 #include "media/mp4_writer.h"
 #include "media/png_frames.h"
 
 static h3_status disabled(const char *what) {
   return h3_fail(H3_ERR_UNSUPPORTED, "%s: this h3 was built without FFmpeg (-DH3_MEDIA=OFF)", what);
+}
+
+bool h3_media_writes_video(void) { return false; }
+
+void h3_media_encoders(char *h264, size_t h264_cap, char *aac, size_t aac_cap, char *version, size_t version_cap) {
+  snprintf(h264, h264_cap, "%s", "");
+  snprintf(aac, aac_cap, "%s", "");
+  snprintf(version, version_cap, "%s", "built without FFmpeg");
 }
 
 void h3_mp4_options_init(h3_mp4_options *opt) {
@@ -47,6 +57,12 @@ h3_status h3_mp4_write(const char *path, const h3_video_frames *video, const h3_
                        const h3_mp4_options *opt) {
   (void)video, (void)audio, (void)opt;
   return disabled(path);
+}
+h3_status h3_png_encode_rgb8(const uint8_t *rgb, int width, int height, uint8_t **out, size_t *n) {
+  (void)rgb, (void)width, (void)height;
+  *out = NULL;
+  *n = 0;
+  return disabled("PNG");
 }
 h3_status h3_png_write_frames(const char *dir, const h3_video_frames *frames, int first_index) {
   (void)frames, (void)first_index;

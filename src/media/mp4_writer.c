@@ -16,12 +16,15 @@
 #include <libswscale/swscale.h>
 
 #include "core/log.h"
+#include "io/outfile.h"
 
 #define MP4_ERRMSG_MAX 1024
 #define AUDIO_BLOCK 4096 /* input samples converted per swr call */
 
 struct h3_mp4_writer {
-  char *path, *tmp;
+  char *path;
+  const char *tmp;   /* where the bytes go: of.write_path (the temporary file, or path for a device) */
+  h3_outfile of;
   AVFormatContext *oc;
   bool file_created; /* tmp exists on disk (remove it unless renamed) */
   AVPacket *pkt;
@@ -51,6 +54,16 @@ struct h3_mp4_writer {
   h3_status failed; /* sticky: first encoder / I/O error */
   char errmsg[MP4_ERRMSG_MAX];
 };
+
+bool h3_media_writes_video(void) { return true; }
+
+void h3_media_encoders(char *h264, size_t h264_cap, char *aac, size_t aac_cap, char *version, size_t version_cap) {
+  const AVCodec *v = avcodec_find_encoder(AV_CODEC_ID_H264), *a = avcodec_find_encoder(AV_CODEC_ID_AAC);
+  snprintf(h264, h264_cap, "%s", v ? v->name : "");
+  snprintf(aac, aac_cap, "%s", a ? a->name : "");
+  const unsigned ver = avcodec_version();
+  snprintf(version, version_cap, "libavcodec %u.%u.%u", ver >> 16, (ver >> 8) & 255, ver & 255);
+}
 
 void h3_mp4_options_init(h3_mp4_options *opt) {
   memset(opt, 0, sizeof *opt);
@@ -93,13 +106,13 @@ static void free_all(h3_mp4_writer *w) {
     if (w->oc->pb) avio_closep(&w->oc->pb);
     avformat_free_context(w->oc);
   }
-  if (w->file_created && w->tmp) unlink(w->tmp);
+  if (w->file_created) h3_outfile_abort(&w->of); /* never removes a device it wrote to */
+  else if (w->of.path) h3_outfile_abort(&w->of);
   free(w->rgb);
   free(w->scratch);
   av_free(w->conv[0]);
   av_free(w->conv[1]);
   free(w->path);
-  free(w->tmp);
   free(w);
 }
 
@@ -261,7 +274,9 @@ static h3_status setup(h3_mp4_writer *w, const h3_mp4_options *opt, const char *
                    h3_media_averr(r, eb, sizeof eb));
   w->file_created = true;
   AVDictionary *mo = NULL;
-  r = av_dict_set(&mo, "movflags", opt->faststart ? "+faststart+use_metadata_tags" : "+use_metadata_tags", 0);
+  /* faststart rewrites the file from its start: not on a device or a pipe */
+  const bool fast = opt->faststart && !w->of.direct;
+  r = av_dict_set(&mo, "movflags", fast ? "+faststart+use_metadata_tags" : "+use_metadata_tags", 0);
   /* Movie timescale 96000 = lcm(24, 32000): the edit lists (which carry each
    * track's exact duration, AAC priming excluded) are exact instead of ms-rounded. */
   if (r >= 0) r = av_dict_set(&mo, "movie_timescale", "96000", 0);
@@ -312,16 +327,21 @@ h3_status h3_mp4_open(h3_mp4_writer **out, const char *path, int width, int heig
   h3_mp4_writer *w = calloc(1, sizeof *w);
   if (!w) return h3_fail(H3_ERR_NOMEM, "%s: out of memory", path);
   w->path = strdup(path);
-  w->tmp = h3_media_tmp_path(path);
   w->width = width;
   w->height = height;
   w->audio_rate = audio_rate;
   w->fit = opt.audio_fit;
-  if (!w->path || !w->tmp) {
+  if (!w->path) {
     free_all(w);
     return h3_fail(H3_ERR_NOMEM, "%s: out of memory", path);
   }
-  h3_status st = setup(w, &opt, preset);
+  h3_status st = h3_outfile_begin(&w->of, path);
+  if (st != H3_OK) {
+    free_all(w);
+    return st;
+  }
+  w->tmp = w->of.write_path;
+  st = setup(w, &opt, preset);
   if (st != H3_OK) {
     free_all(w);
     return st;
@@ -479,9 +499,8 @@ static h3_status finish(h3_mp4_writer *w) {
   r = avio_closep(&w->oc->pb);
   if (r < 0)
     return h3_fail(H3_ERR_IO, "%s: closing %s failed: %s", w->path, w->tmp, h3_media_averr(r, eb, sizeof eb));
-  if (rename(w->tmp, w->path) != 0)
-    return h3_fail(H3_ERR_IO, "%s: cannot rename %s into place: %s", w->path, w->tmp, strerror(errno));
   w->file_created = false;
+  H3_TRY(h3_outfile_commit(&w->of));
   H3_LOGD("%s: wrote %lld frames at %d fps%s", w->path, (long long)w->nframes, H3_MEDIA_FPS,
           w->aenc ? " with AAC audio" : " (no audio)");
   return H3_OK;
@@ -507,6 +526,10 @@ h3_status h3_mp4_write(const char *path, const h3_video_frames *video, const h3_
   int64_t s_done = 0;
   h3_status st = H3_OK;
   for (int f0 = 0; f0 < F && st == H3_OK; f0 += H3_MEDIA_FPS) {
+    if (opt && opt->cancelled && opt->cancelled(opt->cancel_ctx)) {
+      st = h3_fail(H3_ERR_CANCELLED, "%s: cancelled while writing", path);
+      break;
+    }
     int n = F - f0 < H3_MEDIA_FPS ? F - f0 : H3_MEDIA_FPS;
     h3_video_frames chunk = h3_frames_slice(video, f0, n);
     st = h3_mp4_add_frames(w, &chunk);

@@ -28,10 +28,11 @@
  * "use_metadata_tags" flag, so keys such as "prompt" or "seed" survive next to
  * standard ones such as "title" and "comment"); ffprobe shows them as format tags.
  *
- * Output is atomic: everything goes to "<path>.tmp.<pid>" in the same folder
- * (moov moved to the front, "faststart", by default), renamed onto `path` on
- * success; on any failure, including an abort, the temporary file is removed and
- * no output is left behind.
+ * Output is atomic (io/outfile.h): everything goes to "<path>.tmp.<pid>" in the
+ * same folder (moov moved to the front, "faststart", by default), renamed onto
+ * `path` on success; on any failure, including an abort, the temporary file is
+ * removed and no output is left behind.  A character device or FIFO (e.g.
+ * /dev/null) is written directly, without faststart.
  *
  * Streaming use: h3_mp4_open, then h3_mp4_add_frames / h3_mp4_add_audio in
  * chunks of any size and in any order, then h3_mp4_close (or h3_mp4_abort).
@@ -59,9 +60,18 @@ typedef struct h3_mp4_options {
   h3_mp4_audio_fit audio_fit;
   const char *const *metadata; /* key/value pairs: metadata[2i] = key, metadata[2i+1] = value */
   size_t n_metadata;           /* number of pairs */
+  /* h3_mp4_write polls this between seconds of video: nonzero stops the write
+   * (H3_ERR_CANCELLED, nothing left behind).  NULL: never. */
+  int (*cancelled)(void *ctx);
+  void *cancel_ctx;
 } h3_mp4_options;
 
 void h3_mp4_options_init(h3_mp4_options *opt);
+/* Whether this build writes MP4 and PNG (FFmpeg's libraries; -DH3_MEDIA=OFF: no). */
+bool h3_media_writes_video(void);
+/* The encoders an MP4 is written with: FFmpeg's H.264 and AAC encoder names,
+ * "" where this FFmpeg has none, and libavcodec's version. */
+void h3_media_encoders(char *h264, size_t h264_cap, char *aac, size_t aac_cap, char *version, size_t version_cap);
 
 typedef struct h3_mp4_writer h3_mp4_writer;
 

@@ -1,4 +1,5 @@
 #include "media/png_frames.h"
+#include "io/outfile.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -9,21 +10,74 @@
 #include <libavcodec/avcodec.h>
 
 static h3_status write_file_atomic(const char *path, const uint8_t *data, size_t n) {
-  char *tmp = h3_media_tmp_path(path);
-  if (!tmp) return h3_fail(H3_ERR_NOMEM, "%s: out of memory", path);
+  h3_outfile of;
+  H3_TRY(h3_outfile_begin(&of, path));
+  const char *tmp = of.write_path;
   h3_status st = H3_OK;
   FILE *f = fopen(tmp, "wb");
   if (!f) {
-    st = h3_fail(H3_ERR_IO, "%s: cannot create the temporary file %s: %s", path, tmp, strerror(errno));
-    free(tmp);
+    st = h3_fail(H3_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+    h3_outfile_abort(&of);
     return st;
   }
   if (fwrite(data, 1, n, f) != n) st = h3_fail(H3_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
   if (fclose(f) != 0 && st == H3_OK) st = h3_fail(H3_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
-  if (st == H3_OK && rename(tmp, path) != 0)
-    st = h3_fail(H3_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-  if (st != H3_OK) unlink(tmp);
-  free(tmp);
+  if (st == H3_OK) st = h3_outfile_commit(&of);
+  else h3_outfile_abort(&of);
+  return st;
+}
+
+h3_status h3_png_encode_rgb8(const uint8_t *rgb, int width, int height, uint8_t **out, size_t *n) {
+  *out = NULL;
+  *n = 0;
+  if (!rgb || width < 1 || height < 1 || width > 65535 || height > 65535)
+    return h3_fail(H3_ERR_INVALID, "PNG encode: bad image %dx%d", width, height);
+  h3_media_init_ffmpeg_log();
+  const AVCodec *pc = avcodec_find_encoder(AV_CODEC_ID_PNG);
+  if (!pc) return h3_fail(H3_ERR_UNSUPPORTED, "this FFmpeg's libavcodec has no PNG encoder");
+  AVCodecContext *c = avcodec_alloc_context3(pc);
+  AVFrame *fr = av_frame_alloc();
+  AVPacket *pkt = av_packet_alloc();
+  h3_status st = H3_OK;
+  char eb[128];
+  int r;
+  if (!c || !fr || !pkt) {
+    st = h3_fail(H3_ERR_NOMEM, "PNG encode");
+    goto done;
+  }
+  c->width = width;
+  c->height = height;
+  c->pix_fmt = AV_PIX_FMT_RGB24;
+  c->time_base = (AVRational){1, H3_MEDIA_FPS};
+  if ((r = avcodec_open2(c, pc, NULL)) < 0) {
+    st = h3_fail(H3_ERR_UNSUPPORTED, "cannot open the PNG encoder: %s", h3_media_averr(r, eb, sizeof eb));
+    goto done;
+  }
+  fr->format = AV_PIX_FMT_RGB24;
+  fr->width = width;
+  fr->height = height;
+  if (av_frame_get_buffer(fr, 0) < 0) {
+    st = h3_fail(H3_ERR_NOMEM, "PNG encode");
+    goto done;
+  }
+  for (int y = 0; y < height; y++) memcpy(fr->data[0] + (size_t)y * fr->linesize[0], rgb + (size_t)y * width * 3, (size_t)width * 3);
+  r = avcodec_send_frame(c, fr);
+  if (r >= 0) r = avcodec_receive_packet(c, pkt);
+  if (r < 0) {
+    st = h3_fail(H3_ERR_INTERNAL, "PNG encoding failed: %s", h3_media_averr(r, eb, sizeof eb));
+    goto done;
+  }
+  *out = malloc((size_t)pkt->size);
+  if (!*out) {
+    st = h3_fail(H3_ERR_NOMEM, "PNG encode");
+    goto done;
+  }
+  memcpy(*out, pkt->data, (size_t)pkt->size);
+  *n = (size_t)pkt->size;
+done:
+  av_packet_free(&pkt);
+  av_frame_free(&fr);
+  avcodec_free_context(&c);
   return st;
 }
 

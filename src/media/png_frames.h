@@ -12,4 +12,8 @@
  * already written stay (each is complete); the failing one is not left behind. */
 h3_status h3_png_write_frames(const char *dir, const h3_video_frames *frames, int first_index);
 
+/* One RGB8 image (rows top to bottom, 3 bytes per pixel, tightly packed) as a
+ * PNG in memory: *out malloc'd (free()), *n its bytes. */
+h3_status h3_png_encode_rgb8(const uint8_t *rgb, int width, int height, uint8_t **out, size_t *n);
+
 #endif

@@ -1,4 +1,5 @@
 #include "media/wav_writer.h"
+#include "io/outfile.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -53,20 +54,21 @@ h3_status h3_wav_write(const char *path, const h3_audio_track *a) {
   memcpy(h + 50, "data", 4);
   put_u32(h + 54, (uint32_t)data_bytes);
 
-  char *tmp = h3_media_tmp_path(path);
-  if (!tmp) return h3_fail(H3_ERR_NOMEM, "%s: out of memory", path);
   enum { BLOCK = 4096 };
   uint8_t *buf = malloc((size_t)BLOCK * ch * 4);
-  if (!buf) {
-    free(tmp);
-    return h3_fail(H3_ERR_NOMEM, "%s: out of memory", path);
+  if (!buf) return h3_fail(H3_ERR_NOMEM, "%s: out of memory", path);
+  h3_outfile of;
+  h3_status st = h3_outfile_begin(&of, path);
+  if (st != H3_OK) {
+    free(buf);
+    return st;
   }
-  h3_status st = H3_OK;
+  const char *tmp = of.write_path;
   FILE *f = fopen(tmp, "wb");
   if (!f) {
-    st = h3_fail(H3_ERR_IO, "%s: cannot create the temporary file %s: %s", path, tmp, strerror(errno));
+    st = h3_fail(H3_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+    h3_outfile_abort(&of);
     free(buf);
-    free(tmp);
     return st;
   }
   if (fwrite(h, 1, sizeof h, f) != sizeof h) st = h3_fail(H3_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
@@ -79,10 +81,8 @@ h3_status h3_wav_write(const char *path, const h3_audio_track *a) {
     if (fwrite(buf, 1, nb, f) != nb) st = h3_fail(H3_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
   }
   if (fclose(f) != 0 && st == H3_OK) st = h3_fail(H3_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
-  if (st == H3_OK && rename(tmp, path) != 0)
-    st = h3_fail(H3_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-  if (st != H3_OK) unlink(tmp);
+  if (st == H3_OK) st = h3_outfile_commit(&of);
+  else h3_outfile_abort(&of);
   free(buf);
-  free(tmp);
   return st;
 }

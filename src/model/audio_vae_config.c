@@ -145,7 +145,8 @@ h3_status h3_avae_resolve(const char *path, h3_avae_source *out) {
 
 /* ---- config fields ---------------------------------------------------------- */
 
-static h3_status int_list(const json_t *root, const char *label, const char *key, int64_t *out, int cap, int *n) {
+static h3_status int_list(const json_t *root, const char *label, const char *key, int64_t *out, int cap, int *n,
+                         int64_t hi) {
   size_t got = 0;
   *n = 0;
   const json_t *v = json_object_get(root, key);
@@ -155,9 +156,9 @@ static h3_status int_list(const json_t *root, const char *label, const char *key
                    json_array_size(v), cap);
   H3_TRY(h3_cfg_int_array_var(root, label, key, out, (size_t)cap, &got));
   for (size_t i = 0; i < got; i++)
-    if (out[i] <= 0)
-      return h3_fail(H3_ERR_FORMAT, "%s: config field '%s'[%zu] is %lld, must be positive", label, key, i,
-                     (long long)out[i]);
+    if (out[i] <= 0 || out[i] > hi)
+      return h3_fail(H3_ERR_FORMAT, "%s: config field '%s[%zu]' is %lld; it must be in [1, %lld]", label, key, i,
+                     (long long)out[i], (long long)hi);
   *n = (int)got;
   return H3_OK;
 }
@@ -197,27 +198,58 @@ static h3_status stats(const json_t *root, const char *label, h3_avae_config *c)
 }
 
 static h3_status read_diffusers(const json_t *root, const char *label, h3_avae_config *c) {
+  /* sizes given explicitly must be positive (0 means "not given" in h3_avae_config) */
+  static const struct {
+    const char *key;
+    int64_t hi;
+  } sizes[] = {{"latent_channels", H3_AVAE_MAX_LATENT},
+               {"latent_dim", H3_AVAE_MAX_WIDTH},
+               {"decoder_dim", H3_AVAE_MAX_WIDTH},
+               {"sampling_rate", H3_AVAE_MAX_RATE}};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    const json_t *v = json_object_get(root, sizes[i].key);
+    int64_t x;
+    if (v && !json_is_null(v)) {
+      H3_TRY(h3_cfg_int(root, label, sizes[i].key, &x));
+      H3_TRY(h3_cfg_range(label, sizes[i].key, x, 1, sizes[i].hi));
+    }
+  }
   H3_TRY(h3_cfg_int_opt(root, label, "latent_channels", 0, &c->latent_channels));
   H3_TRY(h3_cfg_int_opt(root, label, "latent_dim", 0, &c->latent_dim));
   H3_TRY(h3_cfg_int_opt(root, label, "decoder_dim", 0, &c->decoder_dim));
   H3_TRY(h3_cfg_int_opt(root, label, "sampling_rate", 0, &c->sampling_rate));
   int nr = 0, nk = 0;
-  H3_TRY(int_list(root, label, "decoder_rates", c->up_rates, H3_AVAE_MAX_UPS, &nr));
-  H3_TRY(int_list(root, label, "decoder_kernel_sizes", c->up_kernels, H3_AVAE_MAX_UPS, &nk));
-  if (nr && nk && nr != nk)
-    return h3_fail(H3_ERR_FORMAT, "%s: decoder_rates has %d entries, decoder_kernel_sizes %d", label, nr, nk);
+  H3_TRY(int_list(root, label, "decoder_rates", c->up_rates, H3_AVAE_MAX_UPS, &nr, H3_AVAE_MAX_KERNEL));
+  H3_TRY(int_list(root, label, "decoder_kernel_sizes", c->up_kernels, H3_AVAE_MAX_UPS, &nk, H3_AVAE_MAX_KERNEL));
+  /* The reference zips rates with kernel sizes and then indexes ups[i] for every rate: more
+   * kernel sizes than rates are ignored, fewer fail in its forward. */
+  if (nr && nk && nk < nr)
+    return h3_fail(H3_ERR_FORMAT,
+                   "%s: decoder_rates has %d entries but decoder_kernel_sizes only %d (the reference has no upsampler "
+                   "for the last rates)",
+                   label, nr, nk);
+  if (nr && nk > nr) {
+    for (int i = nr; i < nk; i++) c->up_kernels[i] = 0;
+    nk = nr;
+  }
   c->n_ups = nr ? nr : nk;
   if (!nr) memset(c->up_rates, 0, sizeof c->up_rates);
   if (!nk) memset(c->up_kernels, 0, sizeof c->up_kernels);
-  H3_TRY(int_list(root, label, "resblock_kernel_sizes", c->rb_kernels, H3_AVAE_MAX_KERNELS, &c->n_kernels));
+  H3_TRY(int_list(root, label, "resblock_kernel_sizes", c->rb_kernels, H3_AVAE_MAX_KERNELS, &c->n_kernels,
+                  H3_AVAE_MAX_KERNEL));
   const json_t *d = json_object_get(root, "resblock_dilation_sizes");
   if (d && !json_is_null(d)) {
     if (!json_is_array(d))
       return h3_fail(H3_ERR_FORMAT, "%s: config field 'resblock_dilation_sizes' must be an array of arrays", label);
     size_t m = json_array_size(d);
-    if (c->n_kernels && m != (size_t)c->n_kernels)
-      return h3_fail(H3_ERR_FORMAT, "%s: resblock_dilation_sizes has %zu entries, resblock_kernel_sizes %d", label, m,
-                     c->n_kernels);
+    /* zipped with resblock_kernel_sizes: extra dilation lists are ignored, too few leave the
+     * reference's forward without the last AMP blocks of a stage */
+    if (c->n_kernels && m < (size_t)c->n_kernels)
+      return h3_fail(H3_ERR_FORMAT,
+                     "%s: resblock_dilation_sizes has %zu entries but resblock_kernel_sizes %d (the reference builds "
+                     "no AMP block for the last kernels)",
+                     label, m, c->n_kernels);
+    if (c->n_kernels && m > (size_t)c->n_kernels) m = (size_t)c->n_kernels;
     if (m > H3_AVAE_MAX_KERNELS)
       return h3_fail(H3_ERR_UNSUPPORTED, "%s: resblock_dilation_sizes has %zu entries (at most %d)", label, m,
                      H3_AVAE_MAX_KERNELS);
@@ -228,14 +260,54 @@ static h3_status read_diffusers(const json_t *root, const char *label, h3_avae_c
                        H3_AVAE_MAX_DILATIONS);
       for (size_t k = 0; k < json_array_size(e); k++) {
         const json_t *x = json_array_get(e, k);
-        if (!json_is_integer(x) || json_integer_value(x) < 1)
-          return h3_fail(H3_ERR_FORMAT, "%s: resblock_dilation_sizes[%zu][%zu] must be a positive integer", label, j,
-                         k);
+        if (!json_is_integer(x) || json_integer_value(x) < 1 || json_integer_value(x) > H3_AVAE_MAX_KERNEL)
+          return h3_fail(H3_ERR_FORMAT, "%s: resblock_dilation_sizes[%zu][%zu] must be an integer in [1, %d]", label, j,
+                         k, H3_AVAE_MAX_KERNEL);
         c->rb_dil[j][k] = json_integer_value(x);
       }
       c->n_dil[j] = (int)json_array_size(e);
     }
   }
+  /* The reference's own rules (autoencoder_kl_minimax_h3_audio.py AutoencoderKLMiniMaxH3Audio.__init__):
+   * prod(decoder_rates) == prod(encoder_rates) (default (2, 4, 4, 5, 5): 800), and latent_dim a
+   * multiple of latent_channels; the encoder's fields are bounded although h3 only decodes. */
+  int64_t *er = c->enc_rates;
+  int ne = 0;
+  H3_TRY(int_list(root, label, "encoder_rates", er, H3_AVAE_MAX_UPS, &ne, H3_AVAE_MAX_KERNEL));
+  int64_t enc_hop = 800;
+  if (ne) {
+    enc_hop = 1;
+    for (int i = 0; i < ne; i++) {
+      enc_hop *= er[i];
+      if (enc_hop > H3_AVAE_MAX_HOP)
+        return h3_fail(H3_ERR_FORMAT, "%s: encoder_rates multiply to more than %d samples per latent", label,
+                       H3_AVAE_MAX_HOP);
+    }
+  }
+  if (nr) {
+    int64_t dec_hop = 1;
+    for (int i = 0; i < nr; i++) {
+      dec_hop *= c->up_rates[i];
+      if (dec_hop > H3_AVAE_MAX_HOP)
+        return h3_fail(H3_ERR_FORMAT, "%s: decoder_rates multiply to more than %d samples per latent", label,
+                       H3_AVAE_MAX_HOP);
+    }
+    if (dec_hop != enc_hop)
+      return h3_fail(H3_ERR_FORMAT,
+                     "%s: decoder_rates multiply to %lld but encoder_rates%s to %lld; the reference requires the "
+                     "decoder to upsample by the encoder's hop",
+                     label, (long long)dec_hop, ne ? "" : " (absent: the default 2, 4, 4, 5, 5)", (long long)enc_hop);
+  }
+  if (!ne) { /* the class default */
+    static const int64_t def[5] = {2, 4, 4, 5, 5};
+    ne = 5;
+    memcpy(er, def, sizeof def);
+  }
+  c->n_enc = ne;
+  H3_TRY(h3_cfg_int_opt(root, label, "encoder_dim", 64, &c->encoder_dim));
+  H3_TRY(h3_cfg_range(label, "encoder_dim", c->encoder_dim, 1, H3_AVAE_MAX_WIDTH));
+  H3_TRY(h3_cfg_int_opt(root, label, "num_attention_heads", 8, &c->num_heads));
+  H3_TRY(h3_cfg_range(label, "num_attention_heads", c->num_heads, 1, H3_AVAE_MAX_WIDTH));
   return stats(root, label, c);
 }
 
@@ -265,7 +337,12 @@ static h3_status read_original(const h3_avae_source *src, const json_t *root, h3
   if (st == H3_OK) st = h3_cfg_int_opt(kw, kl, "latent_dim", 0, &c->latent_dim);
   if (st == H3_OK) st = h3_cfg_int_opt(kw, kl, "vae_latent_channels", 0, &mlc);
   if (st == H3_OK) st = h3_cfg_int_opt(kw, kl, "sample_rate", 0, &msr);
-  if (st == H3_OK) st = int_list(kw, kl, "decoder_rates", c->up_rates, H3_AVAE_MAX_UPS, &c->n_ups);
+  if (st == H3_OK) st = int_list(kw, kl, "decoder_rates", c->up_rates, H3_AVAE_MAX_UPS, &c->n_ups, H3_AVAE_MAX_KERNEL);
+  /* the encoder: metadata's rates and width when given; the official code fixes 8 heads */
+  if (st == H3_OK) st = int_list(kw, kl, "encoder_rates", c->enc_rates, H3_AVAE_MAX_UPS, &c->n_enc, H3_AVAE_MAX_KERNEL);
+  if (st == H3_OK) st = h3_cfg_int_opt(kw, kl, "encoder_dim", 0, &c->encoder_dim);
+  if (st == H3_OK && c->encoder_dim) st = h3_cfg_range(kl, "encoder_dim", c->encoder_dim, 1, H3_AVAE_MAX_WIDTH);
+  c->num_heads = 8;
   if (st == H3_OK && mlc && lc && mlc != lc)
     st = h3_fail(H3_ERR_FORMAT, "%s: vae_latent_channels %lld disagrees with latent_channels %lld of %s", kl,
                  (long long)mlc, (long long)lc, label);
@@ -284,6 +361,19 @@ static h3_status read_original(const h3_avae_source *src, const json_t *root, h3
   return st;
 }
 
+/* Bounds of the sizes a config may give (0: not given); the reference's rule
+ * latent_dim % latent_channels == 0. */
+static h3_status check_sizes(const char *label, const h3_avae_config *c) {
+  if (c->latent_channels) H3_TRY(h3_cfg_range(label, "latent_channels", c->latent_channels, 1, H3_AVAE_MAX_LATENT));
+  if (c->latent_dim) H3_TRY(h3_cfg_range(label, "latent_dim", c->latent_dim, 1, H3_AVAE_MAX_WIDTH));
+  if (c->decoder_dim) H3_TRY(h3_cfg_range(label, "decoder_dim", c->decoder_dim, 1, H3_AVAE_MAX_WIDTH));
+  if (c->sampling_rate) H3_TRY(h3_cfg_range(label, "sampling_rate", c->sampling_rate, 1, H3_AVAE_MAX_RATE));
+  if (c->latent_dim && c->latent_channels && c->latent_dim % c->latent_channels)
+    return h3_fail(H3_ERR_FORMAT, "%s: latent_dim %lld is not a multiple of latent_channels %lld (the reference refuses it)",
+                   label, (long long)c->latent_dim, (long long)c->latent_channels);
+  return H3_OK;
+}
+
 h3_status h3_avae_config_read(const h3_avae_source *src, h3_avae_config *c) {
   memset(c, 0, sizeof *c);
   if (!src->config[0]) return H3_OK;
@@ -295,5 +385,6 @@ h3_status h3_avae_config_read(const h3_avae_source *src, h3_avae_config *c) {
   else
     st = read_diffusers(root, src->config, c);
   json_decref(root);
+  if (st == H3_OK) st = check_sizes(src->config, c);
   return st;
 }

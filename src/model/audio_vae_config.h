@@ -26,6 +26,13 @@
 #define H3_AVAE_MAX_DILATIONS 8
 #define H3_AVAE_MAX_LATENT 1024
 #define H3_AVAE_PATH_MAX 4096
+/* Bounds of config sizes (the release: latent_dim 2048, decoder_dim 1024, hop 800, 32 kHz). */
+#define H3_AVAE_MAX_WIDTH (1 << 20)
+#define H3_AVAE_MAX_KERNEL 4096 /* rates, kernel sizes, dilations */
+#define H3_AVAE_MAX_HOP (1 << 20)
+#define H3_AVAE_MAX_RATE (1 << 22)
+/* a convolution kernel stored in a checkpoint (its length drives paddings and loops) */
+#define H3_AVAE_MAX_TAPS 65536
 
 typedef enum h3_avae_convention {
   H3_AVAE_UNKNOWN = 0, /* a bare file or folder without config.json */
@@ -59,6 +66,13 @@ typedef struct h3_avae_config {
   int64_t rb_kernels[H3_AVAE_MAX_KERNELS];
   int n_dil[H3_AVAE_MAX_KERNELS]; /* 0: unknown */
   int64_t rb_dil[H3_AVAE_MAX_KERNELS][H3_AVAE_MAX_DILATIONS];
+  /* encoder side (diffusers: the config's values or AutoencoderKLMiniMaxH3Audio's
+   * defaults 64, (2, 4, 4, 5, 5), 8; original: metadata.kwargs, 8 heads as its code
+   * fixes; 0 / no entries: unknown, taken from tensor shapes by the encoder) */
+  int64_t encoder_dim;
+  int n_enc;
+  int64_t enc_rates[H3_AVAE_MAX_UPS];
+  int64_t num_heads;
   bool has_stats; /* latents_mean/std known (float32 copies) */
   int n_stats;
   float latents_mean[H3_AVAE_MAX_LATENT], latents_std[H3_AVAE_MAX_LATENT];

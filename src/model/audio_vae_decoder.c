@@ -8,14 +8,7 @@
 
 #include "core/log.h"
 #include "io/safetensors.h"
-
-#define BLOB_ALIGN 16 /* floats (64 bytes) */
-
-typedef struct avae_conv {
-  h3_tensor w, b;
-  bool has_b;
-  int stride, pad, dil;
-} avae_conv;
+#include "model/audio_vae_load.h"
 
 typedef struct avae_act {
   h3_tensor freq, inv, up, down;
@@ -23,7 +16,7 @@ typedef struct avae_act {
 
 typedef struct avae_amp {
   int nd;
-  avae_conv c1[H3_AVAE_MAX_DILATIONS], c2[H3_AVAE_MAX_DILATIONS];
+  h3_avae_conv c1[H3_AVAE_MAX_DILATIONS], c2[H3_AVAE_MAX_DILATIONS];
   avae_act a[2 * H3_AVAE_MAX_DILATIONS];
 } avae_amp;
 
@@ -32,7 +25,7 @@ struct h3_avae_decoder {
   h3_avae_dec_info info;
   void *blob;
   size_t blob_bytes;
-  avae_conv in_proj, conv_pre, ups[H3_AVAE_MAX_UPS], conv_post;
+  h3_avae_conv in_proj, conv_pre, ups[H3_AVAE_MAX_UPS], conv_post;
   avae_amp *amps; /* [n_ups * n_kernels] */
   avae_act post;
   h3_tensor mean, std;             /* [latent_channels] */
@@ -95,218 +88,47 @@ h3_status h3_avae_kaiser_sinc(float *out, int K, double cutoff, double half_widt
 
 /* ---- loading ------------------------------------------------------------------- */
 
-typedef struct loader {
-  h3_avae_decoder *d;
-  h3_st_set *set;
-  const char *label;
-  char prefix[256];
-  bool fill;   /* pass 2: read, fold, upload */
-  size_t off;  /* floats used in the blob */
-  float *host; /* staging (pass 2) */
-  size_t host_floats;
-  size_t max_floats; /* pass 1: largest staging need */
-  int64_t n_tensors, n_params;
-  int n_folded, n_wn; /* convolutions seen folded / weight-normed */
-  int n_filters_missing, n_filters_stored;
-} loader;
-
-static const h3_st_entry *find(loader *L, const char *fmt, ...) H3_PRINTF(2, 3);
-static const h3_st_entry *find(loader *L, const char *fmt, ...) {
-  char name[512];
-  size_t np = strlen(L->prefix);
-  memcpy(name, L->prefix, np);
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(name + np, sizeof name - np, fmt, ap);
-  va_end(ap);
-  if (n < 0 || (size_t)n >= sizeof name - np) return NULL;
-  return h3_st_set_find(L->set, name);
-}
-
-static h3_status shape_err(loader *L, const h3_st_entry *e, const char *want) {
-  char got[128] = "[";
-  for (int i = 0; i < e->ndim; i++) {
-    size_t n = strlen(got);
-    snprintf(got + n, sizeof got - n, "%s%lld", i ? ", " : "", (long long)e->shape[i]);
-  }
-  strncat(got, "]", sizeof got - strlen(got) - 1);
-  return h3_fail(H3_ERR_SHAPE, "%s: tensor '%s' has shape %s, expected %s", L->label, e->name, got, want);
-}
-
-static int64_t numel_of(const h3_st_entry *e) {
-  int64_t n = 1;
-  for (int i = 0; i < e->ndim; i++) n *= e->shape[i];
-  return n;
-}
-
-static h3_status want_float(loader *L, const h3_st_entry *e) {
-  if (!h3_dtype_is_float(e->dtype) || e->dtype == H3_DT_F8E4M3 || e->dtype == H3_DT_F8E5M2 || e->dtype == H3_DT_F64)
-    return h3_fail(H3_ERR_FORMAT, "%s: tensor '%s' has dtype %s (F32, BF16 or F16 expected)", L->label, e->name,
-                   h3_dtype_name(e->dtype));
-  return H3_OK;
-}
-
-/* Reserve a blob slice for a tensor of `shape` (pass 1 sizes, pass 2 binds). */
-static void take(loader *L, int ndim, const int64_t *shape, h3_tensor *t) {
-  h3_tensor v = h3_tensor_make(NULL, H3_DT_F32, ndim, shape);
-  size_t n = (size_t)h3_tensor_numel(&v);
-  if (L->fill) v.data = (float *)L->d->blob + L->off;
-  L->off += (n + BLOB_ALIGN - 1) / BLOB_ALIGN * BLOB_ALIGN;
-  if (n > L->max_floats) L->max_floats = n;
-  *t = v;
-}
-
-static h3_status upload(loader *L, h3_tensor *t, const float *src) {
-  h3_backend *be = L->d->be;
-  return be->ops->upload(be, t->data, src, h3_tensor_nbytes(t));
-}
-
-/* Read a stored tensor (any float dtype) into host f32. */
-static void read_f32(const h3_st_entry *e, float *dst) {
-  h3_convert_to_f32(dst, h3_st_data(e), e->dtype, (size_t)numel_of(e));
-}
-
-/* A plain vector parameter [n] (also accepted as [1, n, 1] etc. when numel matches). */
-static h3_status load_vec(loader *L, const char *name, int64_t n, h3_tensor *t, const h3_st_entry **ep) {
-  const h3_st_entry *e = find(L, "%s", name);
-  if (!e) return h3_fail(H3_ERR_NOT_FOUND, "%s: tensor '%s%s' not found", L->label, L->prefix, name);
-  H3_TRY(want_float(L, e));
-  if (numel_of(e) != n) {
-    char want[64];
-    snprintf(want, sizeof want, "[%lld]", (long long)n);
-    return shape_err(L, e, want);
-  }
-  take(L, 1, &n, t);
-  L->n_tensors++;
-  if (ep) *ep = e;
-  return H3_OK;
-}
-
-/* A (possibly weight-normed) convolution.  want[k] < 0 matches any size.
- * transposed: weight [C_in, C_out, K] and bias [C_out]. */
-static h3_status load_conv(loader *L, const char *mod, bool transposed, const int64_t want[3], bool need_bias,
-                           avae_conv *c) {
-  const h3_st_entry *w = find(L, "%s.weight", mod), *v = NULL, *g = NULL;
-  if (!w) {
-    v = find(L, "%s.weight_v", mod);
-    g = find(L, "%s.weight_g", mod);
-    if (!v || !g) {
-      v = find(L, "%s.parametrizations.weight.original1", mod);
-      g = find(L, "%s.parametrizations.weight.original0", mod);
-    }
-    if (!v || !g)
-      return h3_fail(H3_ERR_NOT_FOUND,
-                     "%s: tensor '%s%s.weight' not found (nor the weight-norm pair '%s.weight_v' + '%s.weight_g')",
-                     L->label, L->prefix, mod, mod, mod);
-  }
-  const h3_st_entry *e = w ? w : v;
-  H3_TRY(want_float(L, e));
-  bool ok = e->ndim == 3;
-  for (int i = 0; ok && i < 3; i++) ok = want[i] < 0 || e->shape[i] == want[i];
-  if (!ok || e->shape[0] < 1 || e->shape[1] < 1 || e->shape[2] < 1) {
-    char ws[96];
-    snprintf(ws, sizeof ws, "[%s%lld, %s%lld, %s%lld]", want[0] < 0 ? "*" : "", (long long)(want[0] < 0 ? 0 : want[0]),
-             want[1] < 0 ? "*" : "", (long long)(want[1] < 0 ? 0 : want[1]), want[2] < 0 ? "*" : "",
-             (long long)(want[2] < 0 ? 0 : want[2]));
-    for (char *p = ws; (p = strstr(p, "*0")) != NULL;) memmove(p + 1, p + 2, strlen(p + 2) + 1);
-    return shape_err(L, e, ws);
-  }
-  const int64_t a0 = e->shape[0];
-  if (g) {
-    H3_TRY(want_float(L, g));
-    if (numel_of(g) != a0 || g->shape[0] != a0) {
-      char ws[64];
-      snprintf(ws, sizeof ws, "[%lld, 1, 1] (one gain per %s channel)", (long long)a0, transposed ? "input" : "output");
-      return shape_err(L, g, ws);
-    }
-  }
-  const int64_t cout = transposed ? e->shape[1] : e->shape[0];
-  const h3_st_entry *b = find(L, "%s.bias", mod);
-  if (!b && need_bias) return h3_fail(H3_ERR_NOT_FOUND, "%s: tensor '%s%s.bias' not found", L->label, L->prefix, mod);
-  if (b) {
-    H3_TRY(want_float(L, b));
-    if (numel_of(b) != cout) {
-      char ws[64];
-      snprintf(ws, sizeof ws, "[%lld]", (long long)cout);
-      return shape_err(L, b, ws);
-    }
-  }
-  take(L, 3, e->shape, &c->w);
-  c->has_b = b != NULL;
-  if (b) take(L, 1, &cout, &c->b);
-  L->n_tensors += (g ? 2 : 1) + (b ? 1 : 0);
-  L->n_params += numel_of(e) + (b ? cout : 0);
-  if (g)
-    L->n_wn++;
-  else
-    L->n_folded++;
-  const size_t need = (size_t)numel_of(e) + (size_t)a0;
-  if (need > L->max_floats) L->max_floats = need;
-  if (!L->fill) return H3_OK;
-
-  float *V = L->host, *G = L->host + numel_of(e);
-  read_f32(e, V);
-  if (g) {
-    read_f32(g, G);
-    const int64_t per = numel_of(e) / a0;
-    for (int64_t i = 0; i < a0; i++) {
-      float *row = V + i * per;
-      double ss = 0.0;
-      for (int64_t j = 0; j < per; j++) ss += (double)row[j] * (double)row[j];
-      const float norm = (float)sqrt(ss);
-      const float f = G[i] / norm; /* PyTorch: v * (g / ||v||) */
-      for (int64_t j = 0; j < per; j++) row[j] = row[j] * f;
-    }
-  }
-  H3_TRY(upload(L, &c->w, V));
-  if (b) {
-    read_f32(b, L->host);
-    H3_TRY(upload(L, &c->b, L->host));
-  }
-  return H3_OK;
-}
-
-static h3_status load_filter(loader *L, const char *name, h3_tensor *t) {
-  const h3_st_entry *e = find(L, "%s", name);
+static h3_status load_filter(h3_avae_loader *L, const char *name, h3_tensor *t) {
+  const h3_st_entry *e = h3_avae_find(L, "%s", name);
   if (!e) {
     const int64_t K = 12; /* Activation1d default kernel_size */
     L->n_filters_missing++;
-    take(L, 1, &K, t);
+    h3_avae_take(L, 1, &K, t);
     if (!L->fill) return H3_OK;
     H3_TRY(h3_avae_kaiser_sinc(L->host, (int)K, 0.25, 0.3));
-    return upload(L, t, L->host);
+    return h3_avae_upload(L, t, L->host);
   }
-  H3_TRY(want_float(L, e));
-  const int64_t K = numel_of(e);
-  if (K < 2 || K % 2 || K > 64 || e->shape[e->ndim - 1] != K) return shape_err(L, e, "[1, 1, K] with K even, <= 64");
+  H3_TRY(h3_avae_want_float(L, e));
+  const int64_t K = h3_avae_numel(e);
+  if (K < 2 || K % 2 || K > 64 || e->shape[e->ndim - 1] != K) return h3_avae_shape_err(L, e, "[1, 1, K] with K even, <= 64");
   L->n_filters_stored++;
   L->n_tensors++;
-  take(L, 1, &K, t);
+  h3_avae_take(L, 1, &K, t);
   if (!L->fill) return H3_OK;
-  read_f32(e, L->host);
-  return upload(L, t, L->host);
+  h3_avae_read_f32(e, L->host);
+  return h3_avae_upload(L, t, L->host);
 }
 
 /* Activation1d(SnakeBeta(C)) at module path `mod`. */
-static h3_status load_act(loader *L, const char *mod, int64_t C, avae_act *a) {
+static h3_status load_act(h3_avae_loader *L, const char *mod, int64_t C, avae_act *a) {
   char n1[320], n2[320];
   const h3_st_entry *ea = NULL, *eb = NULL;
   snprintf(n1, sizeof n1, "%s.act.alpha", mod);
   snprintf(n2, sizeof n2, "%s.act.beta", mod);
-  H3_TRY(load_vec(L, n1, C, &a->freq, &ea));
-  H3_TRY(load_vec(L, n2, C, &a->inv, &eb));
+  H3_TRY(h3_avae_load_vec(L, n1, C, &a->freq, &ea));
+  H3_TRY(h3_avae_load_vec(L, n2, C, &a->inv, &eb));
   L->n_params += 2 * C;
   if (L->fill) {
     float *f = L->host, *iv = L->host + C;
-    read_f32(ea, f);
-    read_f32(eb, iv);
+    h3_avae_read_f32(ea, f);
+    h3_avae_read_f32(eb, iv);
     for (int64_t c = 0; c < C; c++) {
       f[c] = expf(f[c]);
       const float bm = expf(iv[c]);
       iv[c] = 1.0f / (bm + 1e-9f);
     }
-    H3_TRY(upload(L, &a->freq, f));
-    H3_TRY(upload(L, &a->inv, iv));
+    H3_TRY(h3_avae_upload(L, &a->freq, f));
+    H3_TRY(h3_avae_upload(L, &a->inv, iv));
   }
   if (2 * (size_t)C > L->max_floats) L->max_floats = 2 * (size_t)C;
   snprintf(n1, sizeof n1, "%s.upsample.filter", mod);
@@ -319,50 +141,24 @@ static h3_status load_act(loader *L, const char *mod, int64_t C, avae_act *a) {
   return H3_OK;
 }
 
-static bool conv_exists(loader *L, const char *fmt, int a, int b) {
-  char mod[256];
-  snprintf(mod, sizeof mod, fmt, a, b);
-  return find(L, "%s.weight", mod) || find(L, "%s.weight_v", mod) ||
-         find(L, "%s.parametrizations.weight.original1", mod);
-}
-
-static h3_status detect_prefix(loader *L) {
-  static const char *key = "dec_in_proj.weight";
-  const size_t kn = strlen(key);
-  int found = 0;
-  for (size_t i = 0; i < h3_st_set_count(L->set); i++) {
-    const char *n = h3_st_set_at(L->set, i)->name;
-    size_t len = strlen(n);
-    if (len < kn || strcmp(n + len - kn, key)) continue;
-    if (len > kn && n[len - kn - 1] != '.') continue;
-    if (len - kn >= sizeof L->prefix) continue;
-    if (found++)
-      return h3_fail(H3_ERR_FORMAT, "%s: several audio VAEs in one checkpoint ('%s' and '%sdec_in_proj.weight')",
-                     L->label, n, L->prefix);
-    memcpy(L->prefix, n, len - kn);
-    L->prefix[len - kn] = 0;
-  }
-  if (!found)
-    return h3_fail(H3_ERR_NOT_FOUND, "%s: tensor 'dec_in_proj.weight' not found: not a MiniMax-H3 audio VAE checkpoint",
-                   L->label);
-  return H3_OK;
-}
-
 /* Fill the config from tensor shapes and check it against the config files. */
-static h3_status infer_config(loader *L, h3_avae_config *cfg, const char *cfg_label) {
-  const h3_st_entry *e = find(L, "dec_in_proj.weight");
-  if (!e) e = find(L, "dec_in_proj.weight_v");
+static h3_status infer_config(h3_avae_loader *L, h3_avae_config *cfg, const char *cfg_label) {
+  const h3_st_entry *e = h3_avae_find(L, "dec_in_proj.weight");
+  if (!e) e = h3_avae_find(L, "dec_in_proj.weight_v");
   if (!e || e->ndim != 3)
     return h3_fail(H3_ERR_SHAPE, "%s: '%sdec_in_proj.weight' must be [latent_dim, latent_channels, 1]", L->label,
                    L->prefix);
   const int64_t Ld = e->shape[0], Lc = e->shape[1];
-  const h3_st_entry *p = find(L, "decoder.conv_pre.weight");
-  if (!p) p = find(L, "decoder.conv_pre.weight_v");
-  if (!p) p = find(L, "decoder.conv_pre.parametrizations.weight.original1");
+  if (Lc > H3_AVAE_MAX_LATENT) /* the statistics live in fixed arrays of the config */
+    return h3_fail(H3_ERR_UNSUPPORTED, "%s: '%sdec_in_proj.weight' has %lld latent channels (at most %d supported)",
+                   L->label, L->prefix, (long long)Lc, H3_AVAE_MAX_LATENT);
+  const h3_st_entry *p = h3_avae_find(L, "decoder.conv_pre.weight");
+  if (!p) p = h3_avae_find(L, "decoder.conv_pre.weight_v");
+  if (!p) p = h3_avae_find(L, "decoder.conv_pre.parametrizations.weight.original1");
   if (!p)
     return h3_fail(H3_ERR_NOT_FOUND, "%s: tensor '%sdecoder.conv_pre.weight' (or .weight_v) not found", L->label,
                    L->prefix);
-  if (p->ndim != 3) return shape_err(L, p, "[decoder_dim, latent_dim, 7]");
+  if (p->ndim != 3) return h3_avae_shape_err(L, p, "[decoder_dim, latent_dim, 7]");
   const int64_t D0 = p->shape[0];
 #define CHECK_FIELD(field, val, what)                                                                              \
   do {                                                                                                             \
@@ -376,7 +172,7 @@ static h3_status infer_config(loader *L, h3_avae_config *cfg, const char *cfg_la
   CHECK_FIELD(decoder_dim, D0, "decoder.conv_pre dim 0");
 #undef CHECK_FIELD
   int n_ups = 0;
-  while (n_ups < H3_AVAE_MAX_UPS + 1 && conv_exists(L, "decoder.ups.%d.%d", n_ups, 0)) n_ups++;
+  while (n_ups < H3_AVAE_MAX_UPS + 1 && h3_avae_conv_exists(L, "decoder.ups.%d.%d", n_ups, 0)) n_ups++;
   if (n_ups > H3_AVAE_MAX_UPS)
     return h3_fail(H3_ERR_UNSUPPORTED, "%s: more than %d upsampling stages", L->label, H3_AVAE_MAX_UPS);
   if (n_ups == 0)
@@ -388,9 +184,9 @@ static h3_status infer_config(loader *L, h3_avae_config *cfg, const char *cfg_la
         cfg_label, cfg->n_ups, L->label, n_ups);
   cfg->n_ups = n_ups;
   for (int i = 0; i < n_ups; i++) {
-    const h3_st_entry *u = find(L, "decoder.ups.%d.0.weight", i);
-    if (!u) u = find(L, "decoder.ups.%d.0.weight_v", i);
-    if (!u) u = find(L, "decoder.ups.%d.0.parametrizations.weight.original1", i);
+    const h3_st_entry *u = h3_avae_find(L, "decoder.ups.%d.0.weight", i);
+    if (!u) u = h3_avae_find(L, "decoder.ups.%d.0.weight_v", i);
+    if (!u) u = h3_avae_find(L, "decoder.ups.%d.0.parametrizations.weight.original1", i);
     if (!u || u->ndim != 3)
       return h3_fail(H3_ERR_SHAPE, "%s: decoder.ups.%d.0 weight must be [C_in, C_out, K]", L->label, i);
     const int64_t k = u->shape[2];
@@ -406,13 +202,16 @@ static h3_status infer_config(loader *L, h3_avae_config *cfg, const char *cfg_la
                        u->name, (long long)k);
       cfg->up_rates[i] = r;
     }
-    if (cfg->up_rates[i] > k || (k - cfg->up_rates[i]) % 2)
-      return h3_fail(H3_ERR_UNSUPPORTED,
-                     "%s: upsampler %d: stride %lld with kernel %lld (padding (k - s)/2 must be whole)", L->label, i,
-                     (long long)cfg->up_rates[i], (long long)k);
+    /* The reference pads each ConvTranspose1d with floor((k - s) / 2) (an odd k - s makes the
+     * stage one sample longer than s x its input); a kernel shorter than the stride would be a
+     * negative padding, which torch refuses. */
+    if (cfg->up_rates[i] > k)
+      return h3_fail(H3_ERR_FORMAT,
+                     "%s: upsampler %d: stride %lld exceeds kernel %lld (the padding (k - s) // 2 would be negative)",
+                     L->label, i, (long long)cfg->up_rates[i], (long long)k);
   }
   int nres = 0;
-  while (nres < H3_AVAE_MAX_UPS * H3_AVAE_MAX_KERNELS + 1 && conv_exists(L, "decoder.resblocks.%d.convs1.%d", nres, 0))
+  while (nres < H3_AVAE_MAX_UPS * H3_AVAE_MAX_KERNELS + 1 && h3_avae_conv_exists(L, "decoder.resblocks.%d.convs1.%d", nres, 0))
     nres++;
   if (nres == 0 || nres % n_ups)
     return h3_fail(H3_ERR_SHAPE, "%s: %d AMP blocks (decoder.resblocks.*) for %d upsamplers", L->label, nres, n_ups);
@@ -426,17 +225,22 @@ static h3_status infer_config(loader *L, h3_avae_config *cfg, const char *cfg_la
   const bool had_dil = cfg->n_dil[0] > 0;
   cfg->n_kernels = nk;
   for (int j = 0; j < nk; j++) {
-    const h3_st_entry *c = find(L, "decoder.resblocks.%d.convs1.0.weight", j);
-    if (!c) c = find(L, "decoder.resblocks.%d.convs1.0.weight_v", j);
-    if (!c) c = find(L, "decoder.resblocks.%d.convs1.0.parametrizations.weight.original1", j);
+    const h3_st_entry *c = h3_avae_find(L, "decoder.resblocks.%d.convs1.0.weight", j);
+    if (!c) c = h3_avae_find(L, "decoder.resblocks.%d.convs1.0.weight_v", j);
+    if (!c) c = h3_avae_find(L, "decoder.resblocks.%d.convs1.0.parametrizations.weight.original1", j);
     if (!c || c->ndim != 3)
       return h3_fail(H3_ERR_SHAPE, "%s: decoder.resblocks.%d.convs1.0 weight must be [C, C, K]", L->label, j);
     if (cfg->rb_kernels[j] && cfg->rb_kernels[j] != c->shape[2])
       return h3_fail(H3_ERR_SHAPE, "%s: resblock_kernel_sizes[%d] is %lld but '%s' has kernel %lld", cfg_label, j,
                      (long long)cfg->rb_kernels[j], c->name, (long long)c->shape[2]);
     cfg->rb_kernels[j] = c->shape[2];
+    if (c->shape[2] % 2 == 0)
+      return h3_fail(H3_ERR_FORMAT,
+                     "%s: AMP block %d has an even kernel %lld: the reference's padding (k - 1) // 2 then shortens the "
+                     "signal by one sample and its residual add fails",
+                     L->label, j, (long long)c->shape[2]);
     int nd = 0;
-    while (nd < H3_AVAE_MAX_DILATIONS + 1 && conv_exists(L, "decoder.resblocks.%d.convs1.%d", j, nd)) nd++;
+    while (nd < H3_AVAE_MAX_DILATIONS + 1 && h3_avae_conv_exists(L, "decoder.resblocks.%d.convs1.%d", j, nd)) nd++;
     if (nd > H3_AVAE_MAX_DILATIONS)
       return h3_fail(H3_ERR_UNSUPPORTED, "%s: AMP block %d has more than %d dilations", L->label, j,
                      H3_AVAE_MAX_DILATIONS);
@@ -461,19 +265,19 @@ static h3_status infer_config(loader *L, h3_avae_config *cfg, const char *cfg_la
 }
 
 /* Walk the architecture: pass 1 sizes the blob, pass 2 fills it. */
-static h3_status walk(loader *L) {
-  h3_avae_decoder *d = L->d;
+static h3_status walk(h3_avae_loader *L) {
+  h3_avae_decoder *d = ((h3_avae_decoder *)L->owner);
   const h3_avae_config *cfg = &d->info.cfg;
   char mod[256];
   const int64_t Lc = cfg->latent_channels, Ld = cfg->latent_dim, D0 = cfg->decoder_dim;
   {
     const int64_t w[3] = {Ld, Lc, 1};
-    H3_TRY(load_conv(L, "dec_in_proj", false, w, true, &d->in_proj));
+    H3_TRY(h3_avae_load_conv(L, "dec_in_proj", false, w, true, &d->in_proj));
     d->in_proj.stride = 1, d->in_proj.pad = 0, d->in_proj.dil = 1;
   }
   {
     const int64_t w[3] = {D0, Ld, -1};
-    H3_TRY(load_conv(L, "decoder.conv_pre", false, w, true, &d->conv_pre));
+    H3_TRY(h3_avae_load_conv(L, "decoder.conv_pre", false, w, true, &d->conv_pre));
     const int64_t k = d->conv_pre.w.shape[2];
     if (k % 2 == 0)
       return h3_fail(H3_ERR_UNSUPPORTED, "%s: decoder.conv_pre kernel %lld (odd expected)", L->label, (long long)k);
@@ -482,10 +286,14 @@ static h3_status walk(loader *L) {
   int64_t C = D0;
   d->ch[0] = C;
   for (int i = 0; i < cfg->n_ups; i++) {
-    if (C % 2) return h3_fail(H3_ERR_SHAPE, "%s: stage %d has %lld channels (cannot halve)", L->label, i, (long long)C);
+    /* stage i: decoder_dim // 2^i -> decoder_dim // 2^(i+1) channels, floor division as the
+     * reference's BigVGAN decoder (an odd count is halved down) */
+    if (C / 2 < 1)
+      return h3_fail(H3_ERR_SHAPE, "%s: upsampler %d: decoder_dim %lld // 2^%d leaves no channel", L->label, i,
+                     (long long)D0, i + 1);
     const int64_t w[3] = {C, C / 2, cfg->up_kernels[i]};
     snprintf(mod, sizeof mod, "decoder.ups.%d.0", i);
-    H3_TRY(load_conv(L, mod, true, w, true, &d->ups[i]));
+    H3_TRY(h3_avae_load_conv(L, mod, true, w, true, &d->ups[i]));
     d->ups[i].stride = (int)cfg->up_rates[i];
     d->ups[i].pad = (int)((cfg->up_kernels[i] - cfg->up_rates[i]) / 2);
     d->ups[i].dil = 1;
@@ -499,10 +307,10 @@ static h3_status walk(loader *L) {
       for (int m = 0; m < A->nd; m++) {
         const int64_t wk[3] = {C, C, k}, dil = cfg->rb_dil[j][m];
         snprintf(mod, sizeof mod, "decoder.resblocks.%d.convs1.%d", r, m);
-        H3_TRY(load_conv(L, mod, false, wk, true, &A->c1[m]));
+        H3_TRY(h3_avae_load_conv(L, mod, false, wk, true, &A->c1[m]));
         A->c1[m].stride = 1, A->c1[m].dil = (int)dil, A->c1[m].pad = (int)((k * dil - dil) / 2);
         snprintf(mod, sizeof mod, "decoder.resblocks.%d.convs2.%d", r, m);
-        H3_TRY(load_conv(L, mod, false, wk, true, &A->c2[m]));
+        H3_TRY(h3_avae_load_conv(L, mod, false, wk, true, &A->c2[m]));
         A->c2[m].stride = 1, A->c2[m].dil = 1, A->c2[m].pad = (int)((k - 1) / 2);
       }
       for (int a = 0; a < 2 * A->nd; a++) {
@@ -514,27 +322,27 @@ static h3_status walk(loader *L) {
   H3_TRY(load_act(L, "decoder.activation_post", C, &d->post));
   {
     const int64_t w[3] = {1, C, -1};
-    H3_TRY(load_conv(L, "decoder.conv_post", false, w, false, &d->conv_post));
+    H3_TRY(h3_avae_load_conv(L, "decoder.conv_post", false, w, false, &d->conv_post));
     const int64_t k = d->conv_post.w.shape[2];
     if (k % 2 == 0)
       return h3_fail(H3_ERR_UNSUPPORTED, "%s: decoder.conv_post kernel %lld (odd expected)", L->label, (long long)k);
     d->conv_post.stride = 1, d->conv_post.pad = (int)((k - 1) / 2), d->conv_post.dil = 1;
   }
   /* Latent statistics: config (float32 copies) or the file's tensors (Comfy). */
-  take(L, 1, &Lc, &d->mean);
-  take(L, 1, &Lc, &d->std);
+  h3_avae_take(L, 1, &Lc, &d->mean);
+  h3_avae_take(L, 1, &Lc, &d->std);
   if (2 * (size_t)Lc > L->max_floats) L->max_floats = 2 * (size_t)Lc;
   if (!L->fill) return H3_OK;
   if (d->info.has_stats) {
-    H3_TRY(upload(L, &d->mean, d->info.cfg.latents_mean));
-    H3_TRY(upload(L, &d->std, d->info.cfg.latents_std));
+    H3_TRY(h3_avae_upload(L, &d->mean, d->info.cfg.latents_mean));
+    H3_TRY(h3_avae_upload(L, &d->std, d->info.cfg.latents_std));
   }
   return H3_OK;
 }
 
-static h3_status file_stats(loader *L, h3_avae_config *cfg, bool *used) {
+static h3_status file_stats(h3_avae_loader *L, h3_avae_config *cfg, bool *used) {
   *used = false;
-  const h3_st_entry *m = find(L, "latents_mean"), *s = find(L, "latents_std");
+  const h3_st_entry *m = h3_avae_find(L, "latents_mean"), *s = h3_avae_find(L, "latents_std");
   if (!m && !s && L->prefix[0]) {
     m = h3_st_set_find(L->set, "latents_mean");
     s = h3_st_set_find(L->set, "latents_std");
@@ -543,20 +351,20 @@ static h3_status file_stats(loader *L, h3_avae_config *cfg, bool *used) {
   if (!m || !s)
     return h3_fail(H3_ERR_NOT_FOUND, "%s: tensor '%s' present without '%s'", L->label, m ? m->name : s->name,
                    m ? "latents_std" : "latents_mean");
-  H3_TRY(want_float(L, m));
-  H3_TRY(want_float(L, s));
+  H3_TRY(h3_avae_want_float(L, m));
+  H3_TRY(h3_avae_want_float(L, s));
   const int64_t Lc = cfg->latent_channels;
   char ws[64];
   snprintf(ws, sizeof ws, "[%lld]", (long long)Lc);
-  if (numel_of(m) != Lc) return shape_err(L, m, ws);
-  if (numel_of(s) != Lc) return shape_err(L, s, ws);
+  if (h3_avae_numel(m) != Lc) return h3_avae_shape_err(L, m, ws);
+  if (h3_avae_numel(s) != Lc) return h3_avae_shape_err(L, s, ws);
   L->n_tensors += 2;
   if (cfg->has_stats) {
     /* Both the config and the file carry them: they must agree. */
     float *tmp = malloc(sizeof(float) * 2 * (size_t)Lc);
     if (!tmp) return h3_fail(H3_ERR_NOMEM, "latent statistics");
-    read_f32(m, tmp);
-    read_f32(s, tmp + Lc);
+    h3_avae_read_f32(m, tmp);
+    h3_avae_read_f32(s, tmp + Lc);
     for (int64_t c = 0; c < Lc; c++)
       if (fabsf(tmp[c] - cfg->latents_mean[c]) > 1e-6f * (1.0f + fabsf(tmp[c])) ||
           fabsf(tmp[Lc + c] - cfg->latents_std[c]) > 1e-6f * (1.0f + fabsf(tmp[Lc + c]))) {
@@ -567,8 +375,8 @@ static h3_status file_stats(loader *L, h3_avae_config *cfg, bool *used) {
     free(tmp);
     return H3_OK;
   }
-  read_f32(m, cfg->latents_mean);
-  read_f32(s, cfg->latents_std);
+  h3_avae_read_f32(m, cfg->latents_mean);
+  h3_avae_read_f32(s, cfg->latents_std);
   cfg->has_stats = true;
   cfg->n_stats = (int)Lc;
   *used = true;
@@ -584,12 +392,11 @@ void h3_avae_decoder_free(h3_avae_decoder *d) {
 
 const h3_avae_dec_info *h3_avae_decoder_info(const h3_avae_decoder *d) { return &d->info; }
 
-h3_status h3_avae_decoder_load(h3_backend *be, const char *path, h3_avae_decoder **out) {
-  *out = NULL;
-  const h3_backend_ops *ops = be->ops;
-  if (!ops->conv1d || !ops->conv_transpose1d || !ops->snake_aa || !ops->channel_affine || !ops->add_div ||
-      !ops->tanh_clamp || !ops->alloc || !ops->upload)
-    return h3_fail(H3_ERR_UNSUPPORTED, "backend '%s' lacks the audio VAE ops", be->name);
+/* Resolve, read the configs, infer what they leave open and walk the architecture once
+ * (pass 1: names, shapes, sizes; no tensor data besides latent statistics stored as
+ * tensors).  On success *dp holds the decoder (no blob yet) and *set the open checkpoint. */
+static h3_status prepare(h3_backend *be, const char *path, h3_avae_decoder **dp, h3_avae_loader *L, bool *stats_from_file) {
+  *dp = NULL;
   h3_avae_source src;
   H3_TRY(h3_avae_resolve(path, &src));
   h3_avae_decoder *d = calloc(1, sizeof *d);
@@ -597,19 +404,21 @@ h3_status h3_avae_decoder_load(h3_backend *be, const char *path, h3_avae_decoder
   d->be = be;
   d->info.convention = src.convention;
   snprintf(d->info.weights_path, sizeof d->info.weights_path, "%s", src.weights);
-  loader L = {.d = d};
+  memset(L, 0, sizeof *L);
+  L->owner = d;
+  L->be = be;
   h3_status st = h3_avae_config_read(&src, &d->info.cfg);
-  if (st == H3_OK) st = h3_st_set_open(src.weights, &L.set);
+  if (st == H3_OK) st = h3_st_set_open(src.weights, &L->set);
   if (st != H3_OK) {
     free(d);
     return st;
   }
-  L.label = h3_st_set_path(L.set);
-  const char *cfg_label = src.config[0] ? src.config : L.label;
-  bool stats_from_file = false;
-  st = detect_prefix(&L);
-  if (st == H3_OK) st = infer_config(&L, &d->info.cfg, cfg_label);
-  if (st == H3_OK) st = file_stats(&L, &d->info.cfg, &stats_from_file);
+  L->label = h3_st_set_path(L->set);
+  const char *cfg_label = src.config[0] ? src.config : L->label;
+  *stats_from_file = false;
+  st = h3_avae_detect_prefix(L, "dec_in_proj.weight", NULL);
+  if (st == H3_OK) st = infer_config(L, &d->info.cfg, cfg_label);
+  if (st == H3_OK) st = file_stats(L, &d->info.cfg, stats_from_file);
   if (st == H3_OK) {
     const h3_avae_config *c = &d->info.cfg;
     d->info.has_stats = c->has_stats;
@@ -617,15 +426,59 @@ h3_status h3_avae_decoder_load(h3_backend *be, const char *path, h3_avae_decoder
     if (!d->amps) st = h3_fail(H3_ERR_NOMEM, "audio VAE decoder");
   }
   /* pass 1: sizes and names */
-  if (st == H3_OK) st = walk(&L);
-  if (st == H3_OK) {
-    d->blob_bytes = L.off * sizeof(float);
-    st = ops->alloc(be, d->blob_bytes, &d->blob);
+  if (st == H3_OK) st = walk(L);
+  if (st != H3_OK) {
+    h3_st_set_close(L->set);
+    L->set = NULL;
+    free(d->amps);
+    free(d);
+    return st;
   }
+  *dp = d;
+  return H3_OK;
+}
+
+static void finish_info(h3_avae_decoder *d, const h3_avae_loader *L, bool stats_from_file) {
+  h3_avae_dec_info *I = &d->info;
+  I->n_tensors = L->n_tensors + (stats_from_file ? 2 : 0);
+  I->n_params = L->n_params;
+  I->filters_stored = L->n_filters_missing == 0;
+  if (I->convention == H3_AVAE_UNKNOWN && L->n_wn == 0) I->convention = H3_AVAE_COMFY;
+  I->hop = 1;
+  for (int i = 0; i < I->cfg.n_ups; i++) I->hop *= I->cfg.up_rates[i];
+}
+
+h3_status h3_avae_decoder_check(const char *path, h3_avae_dec_info *info) {
+  memset(info, 0, sizeof *info);
+  h3_avae_decoder *d = NULL;
+  h3_avae_loader L;
+  bool stats_from_file = false;
+  H3_TRY(prepare(NULL, path, &d, &L, &stats_from_file));
+  finish_info(d, &L, stats_from_file);
+  *info = d->info;
+  h3_st_set_close(L.set);
+  free(d->amps);
+  free(d);
+  return H3_OK;
+}
+
+h3_status h3_avae_decoder_load(h3_backend *be, const char *path, h3_avae_decoder **out) {
+  *out = NULL;
+  const h3_backend_ops *ops = be->ops;
+  if (!ops->conv1d || !ops->conv_transpose1d || !ops->snake_aa || !ops->channel_affine || !ops->add_div ||
+      !ops->tanh_clamp || !ops->alloc || !ops->upload)
+    return h3_fail(H3_ERR_UNSUPPORTED, "backend '%s' lacks the audio VAE ops", be->name);
+  h3_avae_decoder *d = NULL;
+  h3_avae_loader L;
+  bool stats_from_file = false;
+  H3_TRY(prepare(be, path, &d, &L, &stats_from_file));
+  h3_status st = H3_OK;
+  d->blob_bytes = L.off * sizeof(float);
+  st = ops->alloc(be, d->blob_bytes, &d->blob);
+  L.blob = d->blob;
   if (st == H3_OK) {
-    L.host_floats = L.max_floats;
-    L.host = malloc(sizeof(float) * (L.host_floats ? L.host_floats : 1));
-    if (!L.host) st = h3_fail(H3_ERR_NOMEM, "audio VAE: staging buffer of %zu floats", L.host_floats);
+    L.host = malloc(sizeof(float) * (L.max_floats ? L.max_floats : 1));
+    if (!L.host) st = h3_fail(H3_ERR_NOMEM, "audio VAE: staging buffer of %zu floats", L.max_floats);
   }
   /* pass 2: read, fold, upload */
   if (st == H3_OK) {
@@ -639,15 +492,10 @@ h3_status h3_avae_decoder_load(h3_backend *be, const char *path, h3_avae_decoder
   }
   free(L.host);
   if (st == H3_OK) {
-    h3_avae_dec_info *I = &d->info;
-    I->n_tensors = L.n_tensors + (stats_from_file ? 2 : 0);
-    I->n_params = L.n_params;
-    I->filters_stored = L.n_filters_missing == 0;
+    finish_info(d, &L, stats_from_file);
+    const h3_avae_dec_info *I = &d->info;
     if (L.n_filters_missing && L.n_filters_stored)
       H3_LOGW("%s: %d resampling filters stored, %d missing (built)", L.label, L.n_filters_stored, L.n_filters_missing);
-    if (I->convention == H3_AVAE_UNKNOWN && L.n_wn == 0) I->convention = H3_AVAE_COMFY;
-    I->hop = 1;
-    for (int i = 0; i < I->cfg.n_ups; i++) I->hop *= I->cfg.up_rates[i];
     H3_LOGD("audio VAE decoder: %s (%s), %lld latent channels, %d stages, hop %lld, %lld tensors, %lld params", L.label,
             h3_avae_convention_name(I->convention), (long long)I->cfg.latent_channels, I->cfg.n_ups, (long long)I->hop,
             (long long)I->n_tensors, (long long)I->n_params);
@@ -666,7 +514,7 @@ h3_status h3_avae_decoder_load(h3_backend *be, const char *path, h3_avae_decoder
 #define NSLOT 6
 
 static int64_t stage_len(const h3_avae_decoder *d, int i, int64_t L) {
-  const avae_conv *u = &d->ups[i];
+  const h3_avae_conv *u = &d->ups[i];
   return (L - 1) * u->stride - 2 * (int64_t)u->pad + u->w.shape[2];
 }
 
@@ -699,7 +547,7 @@ static h3_tensor view3(float *p, int64_t B, int64_t C, int64_t L) {
   return h3_tensor_make(p, H3_DT_F32, 3, sh);
 }
 
-static h3_status run_conv(h3_backend *be, const avae_conv *c, const h3_tensor *x, const h3_tensor *res, h3_tensor *y) {
+static h3_status run_conv(h3_backend *be, const h3_avae_conv *c, const h3_tensor *x, const h3_tensor *res, h3_tensor *y) {
   return be->ops->conv1d(be, x, &c->w, c->has_b ? &c->b : NULL, c->stride, c->pad, c->dil, 1, res, y);
 }
 
@@ -732,7 +580,7 @@ static h3_status decode_impl(h3_avae_decoder *d, float *slot[NSLOT], const h3_te
     const int64_t Lo = stage_len(d, i, L);
     h3_tensor up = view3(slot[fr[0]], B, C, Lo), acc = view3(slot[fr[1]], B, C, Lo);
     h3_tensor hb = view3(slot[fr[2]], B, C, Lo), t1 = view3(slot[fr[3]], B, C, Lo), t2 = view3(slot[fr[4]], B, C, Lo);
-    const avae_conv *u = &d->ups[i];
+    const h3_avae_conv *u = &d->ups[i];
     H3_TRY(be->ops->conv_transpose1d(be, &x, &u->w, u->has_b ? &u->b : NULL, u->stride, u->pad, &up));
     for (int j = 0; j < c->n_kernels; j++) {
       const avae_amp *A = &d->amps[i * c->n_kernels + j];

@@ -40,6 +40,9 @@ typedef struct h3_avae_dec_info {
 /* Load from PATH (see h3_avae_resolve).  The backend must outlive the decoder. */
 h3_status h3_avae_decoder_load(h3_backend *be, const char *path, h3_avae_decoder **out);
 void h3_avae_decoder_free(h3_avae_decoder *d);
+/* Every check of h3_avae_decoder_load (configs, tensor names, shapes, dtypes) without a
+ * backend and without reading weights: for h3 info.  *info as the load would give it. */
+h3_status h3_avae_decoder_check(const char *path, h3_avae_dec_info *info);
 const h3_avae_dec_info *h3_avae_decoder_info(const h3_avae_decoder *d);
 
 /* Output length for T latents (hop * T for the released geometry). */

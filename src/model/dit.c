@@ -5,6 +5,7 @@
  * embedder, curve AdaLN, output heads) run with rounding switched off, and the
  * explicit casts of the reference (text states -> bf16, patch embeddings ->
  * bf16, silu(e(t)) -> bf16) are explicit round_bf16 calls here. */
+#include "core/settings.h"
 #include "model/dit.h"
 #include "model/dit_internal.h"
 
@@ -19,17 +20,81 @@
 h3_status h3_dit_create(h3_backend *be, const h3_dit_weights *w, h3_precision prec, h3_dit **out) {
   h3_dit *m = calloc(1, sizeof *m);
   if (!m) return h3_fail(H3_ERR_NOMEM, "DiT");
-  m->be = be;
-  m->w = w;
-  m->prec = prec;
+  m->base = be;
+  m->w = m->w0 = w;
+  h3_dit_set_precision(m, prec);
+  m->num_f32 = h3_backend_view(be, false, be->narrow_weights);
+  m->be = &m->num;
   *out = m;
   return H3_OK;
 }
 
-void h3_dit_set_precision(h3_dit *m, h3_precision prec) { m->prec = prec; }
+void h3_dit_set_precision(h3_dit *m, h3_precision prec) {
+  m->prec = prec;
+  m->num = h3_backend_view(m->base, prec == H3_PRECISION_BF16, m->base->narrow_weights);
+}
 h3_precision h3_dit_get_precision(const h3_dit *m) { return m->prec; }
 
 static void drop_graph(h3_dit *m);
+
+/* Whatever was recorded or cached for the old weights goes. */
+static void weights_changed(h3_dit *m) {
+  drop_graph(m);
+  m->gkey_valid = false;
+  m->tc_valid = false;
+}
+
+void h3_dit_set_adapters(h3_dit *m, const h3_dit_adapters *ad) {
+  if (!m) return;
+  m->ad = ad;
+  weights_changed(m);
+}
+
+h3_status h3_dit_use_weights(h3_dit *m, const h3_dit_weights *w) {
+  if (!w) w = m->w0;
+  if (memcmp(&w->cfg, &m->w0->cfg, sizeof w->cfg) != 0 || w->convention != m->w0->convention)
+    return h3_fail(H3_ERR_INVALID, "DiT: replacement weights of another config or naming convention");
+  m->w = w;
+  weights_changed(m);
+  return H3_OK;
+}
+
+const h3_dit_weights *h3_dit_base_weights(const h3_dit *m) { return m->w0; }
+
+h3_status h3_dit_lin(h3_backend *be, const h3_lora_term *t, const h3_tensor *x, const h3_tensor *w,
+                     const h3_tensor *b, h3_tensor *y) {
+  if (!t) return be->ops->linear(be, x, w, b, y);
+  const h3_tensor *bias = t->bias.data ? &t->bias : b;
+  if (!t->b.data) return be->ops->linear(be, x, w, bias, y);
+  if (!be->ops->linear_lora)
+    return h3_fail(H3_ERR_UNSUPPORTED, "the %s backend has no linear_lora op (run-time LoRA)", be->name);
+  return be->ops->linear_lora(be, x, w, bias, t->a.data ? &t->a : NULL, &t->b, 1.0f, y);
+}
+
+h3_status h3_dit_lin_rows(h3_backend *be, const h3_lora_term *t, const h3_tensor *x, const h3_tensor *w,
+                          int64_t row0, int64_t n, h3_tensor *y) {
+  h3_tensor ws = h3_tensor_narrow(w, 0, row0, n);
+  if (!t) return be->ops->linear(be, x, &ws, NULL, y);
+  h3_lora_term ts = *t;
+  if (ts.b.data) ts.b = h3_tensor_narrow(&t->b, 0, row0, n);
+  if (ts.bias.data) ts.bias = h3_tensor_narrow(&t->bias, 0, row0, n);
+  return h3_dit_lin(be, &ts, x, &ws, NULL, y);
+}
+
+/* bw inside blocks[0, n): its index, else -1 (compared as addresses: bw may belong to the other array). */
+static int64_t index_in(const h3_dit_block_weights *arr, int64_t n, const h3_dit_block_weights *bw) {
+  const uintptr_t p = (uintptr_t)bw, a = (uintptr_t)arr;
+  if (!arr || p < a || p >= a + (uintptr_t)n * sizeof *arr) return -1;
+  return (int64_t)((p - a) / sizeof *arr);
+}
+
+const h3_dit_lora_block *h3_dit_block_ad(const h3_dit *m, const h3_dit_block_weights *bw) {
+  if (!m->ad) return NULL;
+  int64_t i = index_in(m->w->blocks, m->w->cfg.num_layers, bw);
+  if (i >= 0) return m->ad->blocks ? &m->ad->blocks[i] : NULL;
+  i = index_in(m->w->refiner, m->w->cfg.num_refiner_layers, bw);
+  return i >= 0 && m->ad->refiner ? &m->ad->refiner[i] : NULL;
+}
 
 void h3_dit_destroy(h3_dit *m) {
   if (!m) return;
@@ -192,19 +257,11 @@ h3_status h3_dit_upload_i32(h3_dit *m, h3_tensor *dst, const int64_t *src, int64
 
 /* Linear of an fp32 island: never rounded to bf16. */
 h3_status h3_dit_linear_f32(h3_dit *m, const h3_tensor *x, const h3_tensor *w, const h3_tensor *b, h3_tensor *y) {
-  bool saved = m->be->emulate_bf16;
-  m->be->emulate_bf16 = false;
-  h3_status s = OPS->linear(m->be, x, w, b, y);
-  m->be->emulate_bf16 = saved;
-  return s;
+  return OPS->linear(&m->num_f32, x, w, b, y);
 }
 
 static h3_status silu_f32(h3_dit *m, h3_tensor *x) {
-  bool saved = m->be->emulate_bf16;
-  m->be->emulate_bf16 = false;
-  h3_status s = OPS->silu(m->be, x);
-  m->be->emulate_bf16 = saved;
-  return s;
+  return OPS->silu(&m->num_f32, x);
 }
 
 h3_status h3_dit_cast_bf16(h3_dit *m, h3_tensor *x) {
@@ -219,7 +276,6 @@ h3_dtype h3_dit_act_dtype(const h3_dit *m) {
 }
 
 h3_status h3_dit_forward_begin(h3_dit *m) {
-  m->be->emulate_bf16 = m->prec == H3_PRECISION_BF16;
   /* the weights' background upload (CUDA: the first forward computes while later
    * blocks are still being copied; cached weights are skipped); bf16 only, since
    * the exact f32 mode keeps f32 widenings instead of the raw copies */
@@ -236,11 +292,12 @@ h3_status h3_dit_to_act(h3_dit *m, h3_tensor *src, h3_tensor *dst) {
 
 /* qkv = h W_qkv^T (fused, or to_q/to_k/to_v into column thirds) */
 h3_status h3_dit_qkv_proj(h3_dit *m, const h3_dit_block_weights *bw, const h3_tensor *h, h3_tensor *qkv) {
-  if (bw->n_qkv == 1) return OPS->linear(m->be, h, &bw->qkv[0], NULL, qkv);
+  const h3_dit_lora_block *ab = h3_dit_block_ad(m, bw);
+  if (bw->n_qkv == 1) return h3_dit_lin(m->be, ab ? ab->qkv[0] : NULL, h, &bw->qkv[0], NULL, qkv);
   int64_t I = bw->qkv[0].shape[0];
   for (int i = 0; i < 3; i++) {
     h3_tensor part = cols_of(qkv, i * I, I);
-    H3_TRY(OPS->linear(m->be, h, &bw->qkv[i], NULL, &part));
+    H3_TRY(h3_dit_lin(m->be, ab ? ab->qkv[i] : NULL, h, &bw->qkv[i], NULL, &part));
   }
   return H3_OK;
 }
@@ -258,21 +315,23 @@ static h3_status attn_sublayer(h3_dit *m, const h3_dit_block_weights *bw, int64_
   o = cols_of(&o, 0, I);
   H3_TRY(OPS->attention(m->be, &qkv, &bw->qkv_layout, (float)(1.0 / sqrt((double)c->head_dim)), &o));
   h3_tensor y = rows_of(&sc->y, n);
-  return OPS->linear(m->be, &o, &bw->out_proj, NULL, &y);
+  const h3_dit_lora_block *ab = h3_dit_block_ad(m, bw);
+  return h3_dit_lin(m->be, ab ? ab->out : NULL, &o, &bw->out_proj, NULL, &y);
 }
 
 /* SwiGLU MLP output into sc->y rows. */
 h3_status h3_dit_mlp_sublayer(h3_dit *m, const h3_dit_block_weights *bw, int64_t n, const h3_tensor *h,
                               h3_dit_scratch *sc) {
   const int64_t F = m->w->cfg.ffn_dim;
+  const h3_dit_lora_block *ab = h3_dit_block_ad(m, bw);
   h3_tensor f = rows_of(&sc->wide, n);
   f = cols_of(&f, 0, 2 * F);
-  H3_TRY(OPS->linear(m->be, h, &bw->fc1, NULL, &f));
+  H3_TRY(h3_dit_lin(m->be, ab ? ab->fc1 : NULL, h, &bw->fc1, NULL, &f));
   h3_tensor g = rows_of(&sc->mid, n);
   g = cols_of(&g, 0, F);
   H3_TRY(OPS->swiglu(m->be, &f, bw->fc1_gate_col, bw->fc1_value_col, &g));
   h3_tensor y = rows_of(&sc->y, n);
-  return OPS->linear(m->be, &g, &bw->fc2, NULL, &y);
+  return h3_dit_lin(m->be, ab ? ab->fc2 : NULL, &g, &bw->fc2, NULL, &y);
 }
 
 /* Text path: condition_proj + token refiner (no RoPE, no modulation) + final norm, in place in `t`. */
@@ -280,7 +339,7 @@ h3_status h3_dit_text_path(h3_dit *m, h3_tensor *tin, h3_tensor *t, h3_dit_scrat
   const h3_dit_weights *w = m->w;
   const h3_dit_config *c = &w->cfg;
   const int64_t n = t->shape[0];
-  H3_TRY(OPS->linear(m->be, tin, &w->cond_w, &w->cond_b, t));
+  H3_TRY(h3_dit_lin(m->be, H3_DIT_AD(m, cond), tin, &w->cond_w, &w->cond_b, t));
   h3_tensor h = rows_of(&sc->h, n), y = rows_of(&sc->y, n);
   for (int64_t j = 0; j < c->num_refiner_layers; j++) {
     const h3_dit_block_weights *bw = &w->refiner[j];
@@ -387,9 +446,9 @@ h3_status h3_dit_time_path(h3_dit *m, const float *timestep, int64_t K, h3_tenso
     h3_status s = h3_dit_upload_f32(m, &sin_t, sb);
     free(sb);
     H3_TRY(s);
-    H3_TRY(h3_dit_linear_f32(m, &sin_t, &w->time1_w, &w->time1_b, &th));
+    H3_TRY(h3_dit_lin(&m->num_f32, H3_DIT_AD(m, time1), &sin_t, &w->time1_w, &w->time1_b, &th));
     H3_TRY(silu_f32(m, &th));
-    H3_TRY(h3_dit_linear_f32(m, &th, &w->time2_w, &w->time2_b, u));
+    H3_TRY(h3_dit_lin(&m->num_f32, H3_DIT_AD(m, time2), &th, &w->time2_w, &w->time2_b, u));
     H3_TRY(silu_f32(m, u)); /* AdaLN input: silu at fp32, then one rounding */
   }
   if (c->curve) {
@@ -406,14 +465,14 @@ h3_status h3_dit_time_path(h3_dit *m, const float *timestep, int64_t K, h3_tenso
 /* One AdaLN table: bf16 Linear on u_act (full checkpoints), or fp32 Linear +
  * one rounding of the modulation vectors (curve). */
 h3_status h3_dit_adaln(h3_dit *m, const h3_tensor *u, const h3_tensor *u_act, const h3_tensor *stage,
-                       const h3_tensor *wt, const h3_tensor *bt, h3_tensor *dst) {
+                       const h3_tensor *wt, const h3_tensor *bt, const h3_lora_term *lt, h3_tensor *dst) {
   if (m->w->cfg.curve) {
     const bool f32_act = h3_dit_act_dtype(m) == H3_DT_F32;
     h3_tensor d32 = h3_tensor_2d(f32_act ? dst->data : stage->data, H3_DT_F32, dst->shape[0], dst->shape[1]);
-    H3_TRY(h3_dit_linear_f32(m, u, wt, bt, &d32));
+    H3_TRY(h3_dit_lin(&m->num_f32, lt, u, wt, bt, &d32));
     return h3_dit_to_act(m, &d32, dst);
   }
-  return OPS->linear(m->be, u_act, wt, bt, dst);
+  return h3_dit_lin(m->be, lt, u_act, wt, bt, dst);
 }
 
 /* 64-bit hash of the text states' bytes (a request-cache key, not cryptographic). */
@@ -494,7 +553,8 @@ h3_status h3_dit_block_stack(h3_dit *m, const h3_dit_stack *a) {
   const int64_t H = c->hidden, n = a->n, K = a->K;
   const h3_dtype act = a->act;
   h3_tensor h = rows_of(&a->sc->h, n), y = rows_of(&a->sc->y, n);
-#define ADALN(wt, bt, dst) H3_TRY(h3_dit_adaln(m, a->u, a->u_act, a->stage, &(wt), &(bt), &(dst)))
+#define ADALN(wt, bt, lt, dst) H3_TRY(h3_dit_adaln(m, a->u, a->u_act, a->stage, &(wt), &(bt), (lt), &(dst)))
+#define BLOCK_ADA(i) (m->ad && m->ad->blocks ? m->ad->blocks[i].ada : NULL)
   /* block i's [K, 18H] table viewed as [3K, 6H]: row 3m + modality, chunks shift/scale/gate x (msa, mlp) */
 #define TAB6(i) h3_tensor_2d(a->tabs[(i) % 2].data, act, 3 * K, 6 * H)
 
@@ -504,7 +564,7 @@ h3_status h3_dit_block_stack(h3_dit *m, const h3_dit_stack *a) {
    * other buffer) or the final norm. */
   const int64_t L = c->num_layers;
   if (L > 0) {
-    ADALN(w->blocks[0].ada_w, w->blocks[0].ada_b, a->tabs[0]);
+    ADALN(w->blocks[0].ada_w, w->blocks[0].ada_b, BLOCK_ADA(0), a->tabs[0]);
     h3_tensor t0 = TAB6(0);
     H3_TRY(OPS->rmsnorm_modulate(m->be, a->x, &w->blocks[0].norm1, (float)c->norm_eps, &t0, a->idx_ada, 0, H, &h));
   }
@@ -517,29 +577,29 @@ h3_status h3_dit_block_stack(h3_dit *m, const h3_dit_stack *a) {
     H3_TRY(h3_dit_mlp_sublayer(m, bw, n, &h, a->sc));
     if (i + 1 < L) {
       const h3_dit_block_weights *nb = &w->blocks[i + 1];
-      ADALN(nb->ada_w, nb->ada_b, a->tabs[(i + 1) % 2]);
+      ADALN(nb->ada_w, nb->ada_b, BLOCK_ADA(i + 1), a->tabs[(i + 1) % 2]);
       h3_tensor next6 = TAB6(i + 1);
       H3_TRY(h3_backend_gated_residual_norm(m->be, a->x, &y, &tab6, a->idx_ada, 5 * H, &nb->norm1, (float)c->norm_eps,
                                             &next6, a->idx_ada, 0, H, &h));
     } else { /* 5. the final norm (shift, scale per timestep) */
-      ADALN(w->final_ada_w, w->final_ada_b, *a->ftab);
+      ADALN(w->final_ada_w, w->final_ada_b, H3_DIT_AD(m, final_ada), *a->ftab);
       H3_TRY(h3_backend_gated_residual_norm(m->be, a->x, &y, &tab6, a->idx_ada, 5 * H, &w->final_norm,
                                             (float)c->final_norm_eps, a->ftab, a->idx_t, 0, H, &h));
     }
   }
   if (L == 0) {
-    ADALN(w->final_ada_w, w->final_ada_b, *a->ftab);
+    ADALN(w->final_ada_w, w->final_ada_b, H3_DIT_AD(m, final_ada), *a->ftab);
     H3_TRY(OPS->rmsnorm_modulate(m->be, a->x, &w->final_norm, (float)c->final_norm_eps, a->ftab, a->idx_t, 0, H, &h));
   }
 #undef TAB6
+#undef BLOCK_ADA
 #undef ADALN
   return H3_OK;
 }
 
 static bool graphs_enabled(const h3_dit *m) {
   if (!m->be->ops->graph_begin) return false;
-  const char *e = getenv("H3_GRAPHS");
-  return !(e && strcmp(e, "0") == 0);
+  return h3_settings_get()->graphs;
 }
 
 static void drop_graph(h3_dit *m) {
@@ -649,13 +709,13 @@ h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, f
   /* 2. patch projections (fp32), cast to the stack's dtype, scattered */
   if (Nv > 0) {
     h3_tensor e32 = h3_tensor_2d(stage.data, H3_DT_F32, Nv, H), e = f32_act ? e32 : rows_of(&t2, Nv);
-    H3_TRY(h3_dit_linear_f32(m, &vin, &w->video_in_w, &w->video_in_b, &e32));
+    H3_TRY(h3_dit_lin(&m->num_f32, H3_DIT_AD(m, video_in), &vin, &w->video_in_w, &w->video_in_b, &e32));
     H3_TRY(h3_dit_to_act(m, &e32, &e));
     H3_TRY(OPS->scatter_rows(m->be, &x, &vidx, &e));
   }
   if (Na > 0) {
     h3_tensor e32 = h3_tensor_2d(stage.data, H3_DT_F32, Na, H), e = f32_act ? e32 : rows_of(&t2, Na);
-    H3_TRY(h3_dit_linear_f32(m, &ain, &w->audio_in_w, &w->audio_in_b, &e32));
+    H3_TRY(h3_dit_lin(&m->num_f32, H3_DIT_AD(m, audio_in), &ain, &w->audio_in_w, &w->audio_in_b, &e32));
     H3_TRY(h3_dit_to_act(m, &e32, &e));
     H3_TRY(OPS->scatter_rows(m->be, &x, &aidx, &e));
   }
@@ -670,7 +730,7 @@ h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, f
   h3_dit_stack sa = {&x, tabs, &ftab, &idx_ada, &idx_t, &u, &u_act, &stage, &cosT, &sinT, &sc, S, K, act, attn_local, NULL};
   h3_dit_graph_key gk;
   memset(&gk, 0, sizeof gk);
-  gk.mem = m->mem, gk.w = w, gk.S = S, gk.Nv = Nv, gk.Na = Na, gk.Nt = Nt, gk.K = K;
+  gk.mem = m->mem, gk.w = w, gk.ad = m->ad ? m->ad->id : 0, gk.S = S, gk.Nv = Nv, gk.Na = Na, gk.Nt = Nt, gk.K = K;
   gk.prec = (int32_t)m->prec, gk.act = (int32_t)act;
   H3_TRY(stack_run(m, &sa, &gk));
 
@@ -680,14 +740,16 @@ h3_status h3_dit_forward(h3_dit *m, const h3_dit_inputs *in, float *video_out, f
     h3_tensor g = rows_of(&t2, Nv), g32 = h3_tensor_2d(stage.data, H3_DT_F32, Nv, H);
     H3_TRY(OPS->gather_rows(m->be, &g, &sc.h, &vidx));
     if (!f32_act) H3_TRY(OPS->copy_convert(m->be, &g, &g32));
-    H3_TRY(h3_dit_linear_f32(m, f32_act ? &g : &g32, &w->video_out_w, &w->video_out_b, &vout));
+    H3_TRY(h3_dit_lin(&m->num_f32, H3_DIT_AD(m, video_out), f32_act ? &g : &g32, &w->video_out_w, &w->video_out_b,
+                      &vout));
     H3_TRY(OPS->download(m->be, video_out, vout.data, h3_tensor_nbytes(&vout)));
   }
   if (Na > 0) {
     h3_tensor g = rows_of(&t2, Na), g32 = h3_tensor_2d(stage.data, H3_DT_F32, Na, H);
     H3_TRY(OPS->gather_rows(m->be, &g, &sc.h, &aidx));
     if (!f32_act) H3_TRY(OPS->copy_convert(m->be, &g, &g32));
-    H3_TRY(h3_dit_linear_f32(m, f32_act ? &g : &g32, &w->audio_out_w, &w->audio_out_b, &aout));
+    H3_TRY(h3_dit_lin(&m->num_f32, H3_DIT_AD(m, audio_out), f32_act ? &g : &g32, &w->audio_out_w, &w->audio_out_b,
+                      &aout));
     H3_TRY(OPS->download(m->be, audio_out, aout.data, h3_tensor_nbytes(&aout)));
   }
   H3_TRY(OPS->sync(m->be));

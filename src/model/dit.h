@@ -23,10 +23,7 @@ typedef struct h3_dit_inputs {
   const int64_t *text_indices;         /* [n_text]                                */
 } h3_dit_inputs;
 
-typedef enum h3_precision {
-  H3_PRECISION_F32 = 0,  /* every activation f32, weights widened: the exact debug path */
-  H3_PRECISION_BF16 = 1, /* the released mixed precision: bf16 body, f32 islands */
-} h3_precision;
+/* h3_precision (f32 exact / bf16 released mixed precision) is the public enum of h3/h3.h. */
 
 typedef struct h3_dit h3_dit;
 
@@ -34,6 +31,15 @@ h3_status h3_dit_create(h3_backend *be, const h3_dit_weights *w, h3_precision pr
 void h3_dit_destroy(h3_dit *m);
 void h3_dit_set_precision(h3_dit *m, h3_precision prec);
 h3_precision h3_dit_get_precision(const h3_dit *m);
+/* LoRA (src/model/lora.h).  Run-time adapters beside the weights (model/dit_adapters.h): every forward adds
+ * them after the affected Linears; NULL removes them.  The DiT keeps the pointer (the adapters must outlive
+ * their use).  Baked LoRAs instead run on another weight set of the same config (the merged copies):
+ * h3_dit_use_weights(m, w), NULL going back to the weights the DiT was created on; a config that differs
+ * is refused.  Both drop the recorded graph and the request's cached text rows. */
+struct h3_dit_adapters;
+void h3_dit_set_adapters(h3_dit *m, const struct h3_dit_adapters *ad);
+h3_status h3_dit_use_weights(h3_dit *m, const h3_dit_weights *w);
+const h3_dit_weights *h3_dit_base_weights(const h3_dit *m);
 /* Requests.  The text path (condition_proj + token refiner + norm) does not
  * depend on the timestep: between h3_dit_begin_request and
  * h3_dit_end_request the refined text rows of the first forward are kept (in

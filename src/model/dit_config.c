@@ -1,6 +1,7 @@
 #include "model/dit_config.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <string.h>
 
 #include "io/json_config.h"
@@ -48,6 +49,7 @@ h3_status h3_dit_config_from_json(const json_t *root, const char *label, h3_dit_
   H3_TRY(h3_cfg_int_opt(root, label, "adaln_curve_grid", 0, &grid));
   c->curve = grid > 0;
   c->curve_grid = grid;
+  H3_TRY(h3_dit_config_validate(c, label)); /* bounded before any product of its fields */
   if (original) {
     /* Derived fields the original config carries: check them when present. */
     int64_t v;
@@ -60,7 +62,7 @@ h3_status h3_dit_config_from_json(const json_t *root, const char *label, h3_dit_
       return h3_fail(H3_ERR_FORMAT, "%s: config field 'final_adaln_out_features' is %lld, expected %lld", label,
                      (long long)v, (long long)(2 * c->hidden));
   }
-  return h3_dit_config_validate(c, label);
+  return H3_OK;
 }
 
 h3_status h3_dit_config_from_json_file(const char *path, h3_dit_config *out) {
@@ -72,25 +74,39 @@ h3_status h3_dit_config_from_json_file(const char *path, h3_dit_config *out) {
 }
 
 h3_status h3_dit_config_validate(const h3_dit_config *c, const char *label) {
+  /* Sizes: positive as the reference's modules need them, and bounded so that nothing
+   * (parameter counts, tensor name lists, buffers) is ever sized from an absurd config. */
   const struct {
     const char *name;
-    int64_t v;
-  } pos[] = {{"num_attention_heads", c->num_heads}, {"attention_head_dim", c->head_dim},
-             {"hidden_size", c->hidden},         {"num_layers", c->num_layers},
-             {"ffn_dim", c->ffn_dim},            {"in_channels", c->in_channels},
-             {"audio_in_channels", c->audio_in_channels}, {"text_dim", c->text_dim},
-             {"time_embed_dim", c->time_embed_dim}, {"rope_freq_dim", c->rope_freq_dim},
-             {"patch_size[0]", c->patch[0]},     {"patch_size[1]", c->patch[1]},
-             {"patch_size[2]", c->patch[2]}};
-  for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
-    if (pos[i].v <= 0 || pos[i].v > (1ll << 31))
-      return h3_fail(H3_ERR_FORMAT, "%s: config field '%s' must be a positive integer (got %lld)", label, pos[i].name,
-                     (long long)pos[i].v);
-  if (c->num_refiner_layers < 0)
-    return h3_fail(H3_ERR_FORMAT, "%s: config field 'num_refiner_layers' must be >= 0", label);
-  if (!c->curve && (c->freq_dim <= 0 || c->freq_dim % 2 || c->time_hidden <= 0))
-    return h3_fail(H3_ERR_FORMAT, "%s: config fields 'freq_dim' (even) and 'time_embed_hidden_dim' must be positive",
-                   label);
+    int64_t v, lo, hi;
+  } f[] = {{"num_attention_heads", c->num_heads, 1, H3_DIT_MAX_HEADS},
+           {"attention_head_dim", c->head_dim, 1, H3_DIT_MAX_HEAD_DIM},
+           {"hidden_size", c->hidden, 1, H3_DIT_MAX_WIDTH},
+           {"num_layers", c->num_layers, 1, H3_DIT_MAX_LAYERS},
+           {"num_refiner_layers (token_refiner_num_layers)", c->num_refiner_layers, 0, H3_DIT_MAX_LAYERS},
+           {"ffn_dim (ffn_hidden_size)", c->ffn_dim, 1, H3_DIT_MAX_FFN},
+           {"in_channels (latents_dim)", c->in_channels, 1, H3_DIT_MAX_CHANNELS},
+           {"audio_in_channels (audio_latents_dim)", c->audio_in_channels, 1, H3_DIT_MAX_CHANNELS},
+           {"text_dim", c->text_dim, 1, H3_DIT_MAX_WIDTH},
+           {"time_embed_dim", c->time_embed_dim, 1, H3_DIT_MAX_WIDTH},
+           {"rope_freq_dim (rope_inv_freq_len)", c->rope_freq_dim, 1, H3_DIT_MAX_HEAD_DIM},
+           {"patch_size[0]", c->patch[0], 1, H3_DIT_MAX_PATCH},
+           {"patch_size[1]", c->patch[1], 1, H3_DIT_MAX_PATCH},
+           {"patch_size[2]", c->patch[2], 1, H3_DIT_MAX_PATCH}};
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) H3_TRY(h3_cfg_range(label, f[i].name, f[i].v, f[i].lo, f[i].hi));
+  if (c->curve) {
+    H3_TRY(h3_cfg_range(label, "adaln_curve_grid", c->curve_grid, 2, H3_DIT_MAX_WIDTH));
+  } else {
+    /* an odd freq_dim is fine: diffusers' get_timestep_embedding pads the last feature with 0 */
+    H3_TRY(h3_cfg_range(label, "freq_dim (timestep_input_dim)", c->freq_dim, 1, H3_DIT_MAX_WIDTH));
+    H3_TRY(h3_cfg_range(label, "time_embed_hidden_dim (time_embed_hidden_size)", c->time_hidden, 1, H3_DIT_MAX_WIDTH));
+  }
+  if (c->num_heads * c->head_dim > H3_DIT_MAX_FFN)
+    return h3_fail(H3_ERR_FORMAT, "%s: num_attention_heads x attention_head_dim = %lld exceeds the limit %lld", label,
+                   (long long)(c->num_heads * c->head_dim), (long long)H3_DIT_MAX_FFN);
+  if (h3_dit_patch_dim(c) > H3_DIT_MAX_FFN)
+    return h3_fail(H3_ERR_FORMAT, "%s: in_channels x prod(patch_size) = %lld exceeds the limit %lld", label,
+                   (long long)h3_dit_patch_dim(c), (long long)H3_DIT_MAX_FFN);
   if (6 * c->rope_freq_dim > c->head_dim)
     return h3_fail(H3_ERR_FORMAT,
                    "%s: rotary channels 6 x rope_freq_dim = %lld exceed attention_head_dim %lld", label,
@@ -98,8 +114,24 @@ h3_status h3_dit_config_validate(const h3_dit_config *c, const char *label) {
   if (c->patch[0] != 1)
     return h3_fail(H3_ERR_UNSUPPORTED, "%s: temporal patch size %lld is not supported (MiniMax-H3 uses 1)", label,
                    (long long)c->patch[0]);
-  if (!(c->norm_eps > 0) || !(c->qk_norm_eps > 0) || !(c->final_norm_eps > 0))
-    return h3_fail(H3_ERR_FORMAT, "%s: norm epsilons must be positive", label);
+  /* eps 0 is accepted, as nn.RMSNorm does */
+  H3_TRY(h3_cfg_range_f(label, "norm_eps", c->norm_eps, 0.0, 1.0));
+  H3_TRY(h3_cfg_range_f(label, "qk_norm_eps", c->qk_norm_eps, 0.0, 1.0));
+  H3_TRY(h3_cfg_range_f(label, "final_norm_eps", c->final_norm_eps, 0.0, 1.0));
+  if (!(c->rope_theta > 0) || !isfinite(c->rope_theta))
+    return h3_fail(H3_ERR_FORMAT, "%s: config field 'rope_theta' is %g; it must be a finite positive number", label,
+                   c->rope_theta);
+  /* The parameter count in floating point, so that it cannot overflow: at most 2^42 (the release has 3.3e10). */
+  const double H = (double)c->hidden, I = (double)c->num_heads * (double)c->head_dim, F = (double)c->ffn_dim,
+               T = (double)c->time_embed_dim;
+  const double per_block = 4.0 * I * H + 3.0 * F * H + 18.0 * H * T;
+  const double total = per_block * (double)(c->num_layers + c->num_refiner_layers) +
+                       H * ((double)h3_dit_patch_dim(c) + (double)c->audio_in_channels + (double)c->text_dim) * 2.0 +
+                       (c->curve ? (double)c->curve_grid * T
+                                 : (double)c->time_hidden * ((double)c->freq_dim + T));
+  if (total > H3_DIT_MAX_PARAMS)
+    return h3_fail(H3_ERR_FORMAT, "%s: the config describes about %.3g parameters; the limit is %.3g", label, total,
+                   H3_DIT_MAX_PARAMS);
   return H3_OK;
 }
 

@@ -10,6 +10,18 @@
 
 #include "core/error.h"
 
+/* Limits every config is checked against (h3_dit_config_validate): far above
+ * the release (50 layers, hidden 5376, 56 heads x 128, ffn 14336; 3.3e10
+ * parameters), low enough that nothing is sized from an absurd value. */
+#define H3_DIT_MAX_LAYERS 10000
+#define H3_DIT_MAX_WIDTH (1 << 20)
+#define H3_DIT_MAX_FFN (1 << 22)
+#define H3_DIT_MAX_HEADS 65536
+#define H3_DIT_MAX_HEAD_DIM 65536
+#define H3_DIT_MAX_CHANNELS 65536
+#define H3_DIT_MAX_PATCH 256
+#define H3_DIT_MAX_PARAMS 4398046511104.0 /* 2^42 */
+
 typedef struct h3_dit_config {
   int64_t num_heads, head_dim, hidden, num_layers, num_refiner_layers, ffn_dim;
   int64_t in_channels, audio_in_channels, patch[3];
@@ -34,7 +46,8 @@ struct json_t;
 h3_status h3_dit_config_from_json(const struct json_t *root, const char *label, h3_dit_config *out);
 /* Override the fields an object carries (either spelling); others unchanged. */
 h3_status h3_dit_config_apply_overrides(const struct json_t *obj, const char *label, h3_dit_config *c);
-/* Consistency checks (positive sizes, rotary dims fit the head, ...). */
+/* Consistency checks (positive sizes, rotary dims fit the head, ...) and the
+ * H3_DIT_MAX_* limits; errors name the field and the limit. */
 h3_status h3_dit_config_validate(const h3_dit_config *c, const char *label);
 /* Total parameter count implied by the config (as released: includes
  * rope.inv_freq only when `with_inv_freq`). */

@@ -163,6 +163,8 @@ fail:
 
 int h3_dit_group_size(const h3_dit_group *g) { return g ? g->P : 0; }
 
+h3_dit *h3_dit_group_rank(const h3_dit_group *g, int r) { return g && r >= 0 && r < g->P ? g->dits[r] : NULL; }
+
 h3_backend *h3_dit_group_backend(const h3_dit_group *g, int r) {
   return g && r >= 0 && r < g->P ? g->dits[r]->be : NULL;
 }

@@ -26,6 +26,8 @@ h3_status h3_dit_group_create(int P, h3_dit **dits, h3_comm **comms, h3_dit_grou
 h3_status h3_dit_group_open(h3_dit *m0, int P, h3_dit_group **out);
 
 int h3_dit_group_size(const h3_dit_group *g);
+/* Rank r's DiT (rank 0 is m0), e.g. to give every rank its own LoRA adapters. */
+h3_dit *h3_dit_group_rank(const h3_dit_group *g, int r);
 /* Rank r's backend (for placing other stages on the group's devices). */
 h3_backend *h3_dit_group_backend(const h3_dit_group *g, int r);
 /* h3_dit_begin_request / h3_dit_end_request on every rank (between forwards). */

@@ -4,18 +4,25 @@
 #define H3_MODEL_DIT_INTERNAL_H
 
 #include "model/dit.h"
+#include "model/dit_adapters.h"
 
 /* What a recorded block-stack graph depends on (compared bytewise: zero the padding). */
 typedef struct h3_dit_graph_key {
   const void *mem; /* the arena's buffer: every activation address follows from it and the sizes */
   const void *w;
+  uint64_t ad; /* the adapters' id (0: none) */
   int64_t S, Nv, Na, Nt, K;
   int32_t prec, act;
 } h3_dit_graph_key;
 
 struct h3_dit {
-  h3_backend *be;
-  const h3_dit_weights *w;
+  h3_backend *be;          /* = &num: the handle every op of the forward is called with */
+  h3_backend *base;        /* the backend the DiT was created on (owner of the views' impl) */
+  h3_backend num, num_f32; /* views of base: the precision's numerics, and never-rounding ones
+                              (fp32 islands, activation copies) */
+  const h3_dit_weights *w;  /* what the forward reads: w0, or a baked LoRA copy (h3_dit_use_weights) */
+  const h3_dit_weights *w0; /* the weights the DiT was created on */
+  const h3_dit_adapters *ad; /* run-time LoRA adapters (h3_dit_set_adapters), or NULL */
   h3_precision prec;
   void *mem; /* backend buffer behind the arena */
   size_t mem_cap;
@@ -71,6 +78,17 @@ h3_status h3_dit_upload_f32(h3_dit *m, h3_tensor *dst, const float *src);
 h3_status h3_dit_upload_i32(h3_dit *m, h3_tensor *dst, const int64_t *src, int64_t n, int64_t mul, const int64_t *add);
 /* Linear of an fp32 island (never rounded to bf16). */
 h3_status h3_dit_linear_f32(h3_dit *m, const h3_tensor *x, const h3_tensor *w, const h3_tensor *b, h3_tensor *y);
+/* A Linear with its LoRA term (t NULL: none) on backend view be (m->be, or &m->num_f32 for an fp32 island):
+ * linear, or linear_lora with the term's factors and bias. */
+h3_status h3_dit_lin(h3_backend *be, const h3_lora_term *t, const h3_tensor *x, const h3_tensor *w,
+                     const h3_tensor *b, h3_tensor *y);
+/* The same on output rows [row0, row0 + n) of the weight (and of the term's B and bias). */
+h3_status h3_dit_lin_rows(h3_backend *be, const h3_lora_term *t, const h3_tensor *x, const h3_tensor *w,
+                          int64_t row0, int64_t n, h3_tensor *y);
+/* The run-time adapters of block bw (a main or refiner block of m->w), or NULL. */
+const h3_dit_lora_block *h3_dit_block_ad(const h3_dit *m, const h3_dit_block_weights *bw);
+/* One of the standalone Linears' terms (NULL without adapters). */
+#define H3_DIT_AD(m, field) ((m)->ad ? (m)->ad->field : NULL)
 h3_status h3_dit_cast_bf16(h3_dit *m, h3_tensor *x);
 /* The block stack's activation dtype. */
 h3_dtype h3_dit_act_dtype(const h3_dit *m);
@@ -102,6 +120,6 @@ void h3_dit_rope_tables(const h3_dit_weights *w, const float *pos, int64_t S, fl
 h3_status h3_dit_time_path(h3_dit *m, const float *timestep, int64_t K, h3_tensor *u, h3_tensor *u_act);
 /* One AdaLN table dst = Linear(u) (curve: fp32, through `stage` when activations are not f32). */
 h3_status h3_dit_adaln(h3_dit *m, const h3_tensor *u, const h3_tensor *u_act, const h3_tensor *stage,
-                       const h3_tensor *wt, const h3_tensor *bt, h3_tensor *dst);
+                       const h3_tensor *wt, const h3_tensor *bt, const h3_lora_term *lt, h3_tensor *dst);
 
 #endif

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/settings.h"
 #include "core/log.h"
 #include "model/dit.h"
 #include "model/dit_internal.h"
@@ -51,11 +52,7 @@ static int head0_of(int H, int P, int j) { return j * (H / P) + (j < H % P ? j :
 
 /* A copy of activations between strided views, never rounded. */
 static h3_status copy_act(h3_dit *m, const h3_tensor *src, h3_tensor *dst) {
-  bool saved = m->be->emulate_bf16;
-  m->be->emulate_bf16 = false;
-  h3_status s = OPS->copy_convert(m->be, src, dst);
-  m->be->emulate_bf16 = saved;
-  return s;
+  return OPS->copy_convert(&m->num_f32, src, dst);
 }
 
 /* Column runs that move heads [h0, h0+nh) of a QKV row (layout lay) into a
@@ -88,17 +85,20 @@ static int qkv_segments(const h3_qkv_layout *lay, bool interleaved, int h0, int 
  * weights of the diffusers naming meet, every I columns). */
 static h3_status qkv_proj_cols(h3_dit *m, const h3_dit_block_weights *bw, const h3_tensor *h, int64_t I, int64_t src,
                                int64_t len, h3_tensor *dst, int64_t dcol) {
+  const h3_dit_lora_block *ab = h3_dit_block_ad(m, bw);
   while (len > 0) {
     const h3_tensor *w = &bw->qkv[0];
+    const h3_lora_term *lt = ab ? ab->qkv[0] : NULL;
     int64_t row = src, n = len;
     if (bw->n_qkv != 1) {
       const int64_t part = src / I;
       w = &bw->qkv[part];
+      lt = ab ? ab->qkv[part] : NULL;
       row = src - part * I;
       if (row + n > I) n = I - row;
     }
-    h3_tensor ws = h3_tensor_narrow(w, 0, row, n), y = cols_of(dst, dcol, n);
-    H3_TRY(OPS->linear(m->be, h, &ws, NULL, &y));
+    h3_tensor y = cols_of(dst, dcol, n);
+    H3_TRY(h3_dit_lin_rows(m->be, lt, h, w, row, n, &y));
     src += n, dcol += n, len -= n;
   }
   return H3_OK;
@@ -195,7 +195,8 @@ static h3_status sp_attn_sublayer(h3_dit *m, sp_ctx *X, const h3_dit_block_weigh
     H3_TRY(copy_act(m, &s, &d));
   }
   h3_tensor y = rows_of(&sc->y, Sl);
-  H3_TRY(OPS->linear(m->be, &o, &bw->out_proj, NULL, &y));
+  const h3_dit_lora_block *ab = h3_dit_block_ad(m, bw);
+  H3_TRY(h3_dit_lin(m->be, ab ? ab->out : NULL, &o, &bw->out_proj, NULL, &y));
   sp_tick(m, X, SPT_UNPACK_OUT);
   return H3_OK;
 }
@@ -291,10 +292,7 @@ h3_status h3_dit_forward_sp(h3_dit *m, h3_comm *comm, const h3_dit_inputs *in, f
 
   sp_ctx X = {.comm = comm, .P = P, .rank = rank, .H = Hh, .hmax = hmax, .S = S, .Sl = Sl, .act = act,
               .es = h3_dtype_size(act), .segs = segs};
-  {
-    const char *e = getenv("H3_SP_TIMING");
-    X.timing = e && *e && strcmp(e, "0") != 0;
-  }
+  X.timing = h3_settings_get()->sp_timing;
   h3_tensor x, t2, cosT, sinT, idx_ada, idx_t, vloc_t, aloc_t, xsel_t, xloc_t, vidx, aidx;
   h3_tensor vin, ain, tin, vout, aout, stage, vsend, vrecv, vfull, asend, arecv, afull;
   h3_dit_scratch sc;
@@ -370,13 +368,13 @@ h3_status h3_dit_forward_sp(h3_dit *m, h3_comm *comm, const h3_dit_inputs *in, f
   /* 2. patch projections of this shard's rows (fp32), cast, scattered */
   if (nv > 0) {
     h3_tensor e32 = h3_tensor_2d(stage.data, H3_DT_F32, nv, H), e = f32_act ? e32 : rows_of(&t2, nv);
-    T_(h3_dit_linear_f32(m, &vin, &w->video_in_w, &w->video_in_b, &e32));
+    T_(h3_dit_lin(&m->num_f32, H3_DIT_AD(m, video_in), &vin, &w->video_in_w, &w->video_in_b, &e32));
     T_(h3_dit_to_act(m, &e32, &e));
     T_(OPS->scatter_rows(m->be, &x, &vloc_t, &e));
   }
   if (na > 0) {
     h3_tensor e32 = h3_tensor_2d(stage.data, H3_DT_F32, na, H), e = f32_act ? e32 : rows_of(&t2, na);
-    T_(h3_dit_linear_f32(m, &ain, &w->audio_in_w, &w->audio_in_b, &e32));
+    T_(h3_dit_lin(&m->num_f32, H3_DIT_AD(m, audio_in), &ain, &w->audio_in_w, &w->audio_in_b, &e32));
     T_(h3_dit_to_act(m, &e32, &e));
     T_(OPS->scatter_rows(m->be, &x, &aloc_t, &e));
   }
@@ -407,7 +405,8 @@ h3_status h3_dit_forward_sp(h3_dit *m, h3_comm *comm, const h3_dit_inputs *in, f
       h3_tensor g = rows_of(&t2, nv), g32 = h3_tensor_2d(stage.data, H3_DT_F32, nv, H);
       T_(OPS->gather_rows(m->be, &g, &sc.h, &vloc_t));
       if (!f32_act) T_(OPS->copy_convert(m->be, &g, &g32));
-      T_(h3_dit_linear_f32(m, f32_act ? &g : &g32, &w->video_out_w, &w->video_out_b, &vout));
+      T_(h3_dit_lin(&m->num_f32, H3_DIT_AD(m, video_out), f32_act ? &g : &g32, &w->video_out_w, &w->video_out_b,
+                    &vout));
       T_(OPS->scatter_rows(m->be, &vsend, &vloc_t, &vout));
     }
     T_(h3_comm_all_gather(comm, vsend.data, vrecv.data, (size_t)(Sl * Pd) * sizeof(float), h3_backend_stream(m->be)));
@@ -422,7 +421,8 @@ h3_status h3_dit_forward_sp(h3_dit *m, h3_comm *comm, const h3_dit_inputs *in, f
       h3_tensor g = rows_of(&t2, na), g32 = h3_tensor_2d(stage.data, H3_DT_F32, na, H);
       T_(OPS->gather_rows(m->be, &g, &sc.h, &aloc_t));
       if (!f32_act) T_(OPS->copy_convert(m->be, &g, &g32));
-      T_(h3_dit_linear_f32(m, f32_act ? &g : &g32, &w->audio_out_w, &w->audio_out_b, &aout));
+      T_(h3_dit_lin(&m->num_f32, H3_DIT_AD(m, audio_out), f32_act ? &g : &g32, &w->audio_out_w, &w->audio_out_b,
+                    &aout));
       T_(OPS->scatter_rows(m->be, &asend, &aloc_t, &aout));
     }
     T_(h3_comm_all_gather(comm, asend.data, arecv.data, (size_t)(Sl * A) * sizeof(float), h3_backend_stream(m->be)));

@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "io/json_config.h"
 #include "io/paths.h"
+#include "model/quant_set.h"
 
 h3_status h3_dit_locate(const char *path, h3_dit_partition part, char *out, size_t cap) {
   char buf[2048];
@@ -31,6 +32,14 @@ h3_status h3_dit_locate(const char *path, h3_dit_partition part, char *out, size
     snprintf(out, cap, "%s", buf);
     return H3_OK;
   }
+  /* a snapshot root that holds the other partition only: name what is missing */
+  char other[2048], other2[2048];
+  snprintf(other, sizeof other, "%s/%s", path, part == H3_PART_REF2VA ? "transformer" : "transformer_ref");
+  snprintf(other2, sizeof other2, "%s/%s/transformer", path, part == H3_PART_REF2VA ? "FL2VA" : "Ref2VA");
+  if (h3_is_dir(other) || h3_is_dir(other2))
+    return h3_fail(H3_ERR_NOT_FOUND, "%s: no %s transformer (%s)", path, part == H3_PART_REF2VA ? "ref2va" : "t2va/fl2va",
+                   part == H3_PART_REF2VA ? "diffusers transformer_ref/ or the original release's Ref2VA/transformer/"
+                                          : "diffusers transformer/ or the original release's FL2VA/transformer/");
   /* a component folder itself */
   snprintf(out, cap, "%s", path);
   return H3_OK;
@@ -68,37 +77,65 @@ static int64_t count_blocks(const h3_st_set *set, const char *fmt) {
   }
 }
 
+/* A tensor the shape detection reads: present, `ndim` dimensions, each in
+ * [1, 2^31] (the range validation allows), so the sizes taken from it divide
+ * and multiply safely. */
+static h3_status need_dims(const h3_st_set *set, const char *name, int ndim, const h3_st_entry **out) {
+  const h3_st_entry *e = *out = need(set, name);
+  if (!e) return H3_ERR_NOT_FOUND;
+  int ok = e->ndim == ndim;
+  for (int i = 0; ok && i < ndim; i++) ok = e->shape[i] >= 1 && e->shape[i] <= ((int64_t)1 << 31);
+  if (ok) return H3_OK;
+  h3_tensor t = h3_st_tensor(e);
+  char got[128];
+  *out = NULL;
+  return h3_fail(H3_ERR_SHAPE, "%s: tensor '%s' has shape %s: detecting the DiT config needs %d dimension%s in [1, 2^31]",
+                 h3_st_path(e->file), name, h3_shape_str(&t, got, sizeof got), ndim, ndim == 1 ? "" : "s");
+}
+
+/* Columns of a 2-D weight as a linear sees them: an nvfp4 layer (U8 codes with a weight_scale_2, spec
+ * checkpoint-variants.md D.2) stores two E2M1 codes a byte. */
+static int64_t logical_cols(const h3_st_set *set, const h3_st_entry *e) {
+  size_t n = strlen(e->name);
+  if (e->dtype != H3_DT_U8 || n < 7 || n > 200 || strcmp(e->name + n - 7, ".weight")) return e->shape[1];
+  char s2[256];
+  snprintf(s2, sizeof s2, "%.*s.weight_scale_2", (int)(n - 7), e->name);
+  return h3_st_set_find(set, s2) ? 2 * e->shape[1] : e->shape[1];
+}
+
 h3_status h3_dit_config_detect(const h3_st_set *set, h3_dit_config *c) {
   memset(c, 0, sizeof *c);
   const h3_st_entry *e;
-  if (!(e = need(set, "video_patch_proj.weight"))) return H3_ERR_NOT_FOUND;
+  H3_TRY(need_dims(set, "video_patch_proj.weight", 2, &e));
   c->hidden = e->shape[0];
   c->patch[0] = 1, c->patch[1] = 2, c->patch[2] = 2; /* MiniMax-H3 patch (t, h, w) */
-  c->in_channels = e->shape[1] / 4;
-  if (!(e = need(set, "final_layer.audio_out.weight"))) return H3_ERR_NOT_FOUND;
+  c->in_channels = logical_cols(set, e) / 4;
+  H3_TRY(need_dims(set, "final_layer.audio_out.weight", 2, &e));
   c->audio_in_channels = e->shape[0];
-  if (!(e = need(set, "blocks.0.attn.q_norm.weight"))) return H3_ERR_NOT_FOUND;
+  H3_TRY(need_dims(set, "blocks.0.attn.q_norm.weight", 1, &e));
   c->head_dim = e->shape[0];
-  if (!(e = need(set, "blocks.0.attn.qkv_proj.weight"))) return H3_ERR_NOT_FOUND;
+  H3_TRY(need_dims(set, "blocks.0.attn.qkv_proj.weight", 2, &e));
   c->num_heads = e->shape[0] / (3 * c->head_dim);
-  if (!(e = need(set, "blocks.0.mlp.fc1.weight"))) return H3_ERR_NOT_FOUND;
+  H3_TRY(need_dims(set, "blocks.0.mlp.fc1.weight", 2, &e));
   c->ffn_dim = e->shape[0] / 2;
-  if (!(e = need(set, "condition_proj.weight"))) return H3_ERR_NOT_FOUND;
-  c->text_dim = e->shape[1];
+  H3_TRY(need_dims(set, "condition_proj.weight", 2, &e));
+  c->text_dim = logical_cols(set, e);
   c->num_layers = count_blocks(set, "blocks.%lld.norm1.weight");
   c->num_refiner_layers = count_blocks(set, "token_refiner.blocks.%lld.norm1.weight");
-  if ((e = h3_st_set_find(set, "adaln_t_table"))) {
+  if (h3_st_set_find(set, "adaln_t_table")) {
+    H3_TRY(need_dims(set, "adaln_t_table", 2, &e));
     c->curve = 1;
     c->curve_grid = e->shape[0];
     c->time_embed_dim = e->shape[1];
   } else {
-    if (!(e = need(set, "time_embedder.proj_in.weight"))) return H3_ERR_NOT_FOUND;
+    H3_TRY(need_dims(set, "time_embedder.proj_in.weight", 2, &e));
     c->time_hidden = e->shape[0];
     c->freq_dim = e->shape[1];
-    if (!(e = need(set, "time_embedder.proj_out.weight"))) return H3_ERR_NOT_FOUND;
+    H3_TRY(need_dims(set, "time_embedder.proj_out.weight", 2, &e));
     c->time_embed_dim = e->shape[0];
   }
-  if ((e = h3_st_set_find(set, "rope.inv_freq"))) {
+  if (h3_st_set_find(set, "rope.inv_freq")) {
+    H3_TRY(need_dims(set, "rope.inv_freq", 1, &e));
     c->rope_freq_dim = e->shape[0];
   } else {
     c->rope_freq_dim = c->head_dim / 8; /* 96 of 128 channels rotated, as released */
@@ -132,6 +169,9 @@ typedef struct binder {
   h3_dit_convention conv;
   const char *cfg_label;
   size_t used;
+  h3_qset *qs; /* quantized layers (Comfy single files), dequantized here */
+  const float *zeros; /* [18 H] zeros: a Comfy file's absent block AdaLN bias */
+  size_t n_zero_bias;
 } binder;
 
 static h3_status bind(binder *b, const char *canonical, int ndim, int64_t d0, int64_t d1, h3_tensor *out) {
@@ -139,6 +179,12 @@ static h3_status bind(binder *b, const char *canonical, int ndim, int64_t d0, in
   h3_dit_name(canonical, b->conv, name, sizeof name);
   const h3_st_entry *e = need(b->set, name);
   if (!e) return H3_ERR_NOT_FOUND;
+  bool quantized = false;
+  if (ndim == 2) H3_TRY(h3_qset_bind(b->qs, name, d0, d1, out, &quantized));
+  if (quantized) {
+    b->used++;
+    return H3_OK;
+  }
   int64_t want[2] = {d0, d1};
   int ok = e->ndim == ndim;
   for (int i = 0; ok && i < ndim; i++) ok = e->shape[i] == want[i];
@@ -176,7 +222,15 @@ static h3_status bind_block(binder *b, const h3_dit_config *c, const char *prefi
   B("mlp.fc2.weight", 2, H, F, &w->fc2);
   if (adaln) {
     B("adaln_proj.linear.weight", 2, 18 * H, c->time_embed_dim, &w->ada_w);
-    B("adaln_proj.linear.bias", 1, 18 * H, 0, &w->ada_b);
+    snprintf(n, sizeof n, "%sadaln_proj.linear.bias", prefix);
+    if (b->conv == H3_DIT_COMFY && b->zeros && !h3_st_set_find(b->set, n)) {
+      /* the non-pruned Comfy-Org int8_convrot files are reported to lack it (spec checkpoint-variants.md
+       * D.4.2): a missing block AdaLN bias means zero */
+      w->ada_b = h3_tensor_make((void *)b->zeros, H3_DT_F32, 1, (int64_t[]){18 * H});
+      b->n_zero_bias++;
+    } else {
+      H3_TRY(bind(b, n, 1, 18 * H, 0, &w->ada_b));
+    }
   }
 #undef B
   w->qkv_layout.heads = (int)c->num_heads;
@@ -234,7 +288,13 @@ static void compute_inv_freq(const h3_dit_config *c, float *out) {
 
 static h3_status bind_all(h3_dit_weights *w) {
   const h3_dit_config *c = &w->cfg;
-  binder b = {w->set, w->convention, w->config_path[0] ? w->config_path : "detected from tensor shapes", 0};
+  binder b = {w->set, w->convention, w->config_path[0] ? w->config_path : "detected from tensor shapes", 0, w->quant,
+              NULL, 0};
+  if (w->convention == H3_DIT_COMFY) {
+    w->zero_bias = calloc((size_t)(18 * c->hidden), sizeof(float));
+    if (!w->zero_bias) return h3_fail(H3_ERR_NOMEM, "DiT AdaLN zero bias");
+    b.zeros = w->zero_bias;
+  }
   const int64_t H = c->hidden, P = h3_dit_patch_dim(c), A = c->audio_in_channels, T = c->time_embed_dim;
   H3_TRY(bind(&b, "video_patch_proj.weight", 2, H, P, &w->video_in_w));
   H3_TRY(bind(&b, "video_patch_proj.bias", 1, H, 0, &w->video_in_b));
@@ -283,7 +343,10 @@ static h3_status bind_all(h3_dit_weights *w) {
   } else {
     compute_inv_freq(c, w->inv_freq);
   }
-  w->n_used = b.used;
+  if (b.n_zero_bias)
+    H3_LOGI("%s: %zu block AdaLN biases absent: taken as zero (as the non-pruned Comfy-Org files are built)",
+            h3_st_set_path(w->set), b.n_zero_bias);
+  w->n_used = b.used + h3_qset_companions(w->quant);
   /* Report tensors the dense forward does not use (VSA gates etc.), fail on unknown ones. */
   size_t n = h3_st_set_count(w->set);
   for (size_t i = 0; i < n; i++) {
@@ -291,12 +354,13 @@ static h3_status bind_all(h3_dit_weights *w) {
     if (strstr(t->name, ".attn.to_gate_compress.")) w->n_ignored++;
   }
   if (w->n_used + w->n_ignored != n) {
-    /* find one unexpected name for the message */
+    /* a scale or declaration that belongs to no quantized layer is a broken file, not an extra */
     for (size_t i = 0; i < n; i++) {
       const h3_st_entry *t = h3_st_set_at(w->set, i);
-      if (strstr(t->name, ".attn.to_gate_compress.")) continue;
-      if (strstr(t->name, ".comfy_quant") || strstr(t->name, ".weight_scale"))
-        return h3_fail(H3_ERR_UNSUPPORTED, "%s: quantized tensor '%s': quantized DiT files are not supported yet",
+      if (h3_qset_is_companion(w->quant, t->name)) continue;
+      if (strstr(t->name, ".comfy_quant") || strstr(t->name, ".weight_scale") || strstr(t->name, ".scale_weight"))
+        return h3_fail(H3_ERR_FORMAT, "%s: tensor '%s' belongs to no quantized layer of the DiT (no matching "
+                       ".comfy_quant, _quantization_metadata entry or scaled_fp8 marker)",
                        h3_st_path(t->file), t->name);
     }
     H3_LOGW("%s: %zu tensors are not part of the DiT and were ignored", h3_st_set_path(w->set),
@@ -332,6 +396,7 @@ h3_status h3_dit_weights_open(const char *path, h3_dit_partition part, h3_dit_we
     if (t && !w->cfg.curve) {
       w->cfg.curve = 1;
       w->cfg.curve_grid = t->shape[0];
+      if ((s = h3_dit_config_validate(&w->cfg, w->config_path)) != H3_OK) goto fail;
     }
   } else {
     w->config_path[0] = 0;
@@ -342,7 +407,14 @@ h3_status h3_dit_weights_open(const char *path, h3_dit_partition part, h3_dit_we
     s = h3_fail(H3_ERR_NOT_FOUND, "%s: a diffusers-named transformer needs its config.json", loc);
     goto fail;
   }
+  if ((s = h3_qset_scan(w->set, &w->quant)) != H3_OK) goto fail;
   if ((s = bind_all(w)) != H3_OK) goto fail;
+  if (h3_qset_count(w->quant)) {
+    char sum[256];
+    h3_qset_summary(w->quant, sum, sizeof sum);
+    H3_LOGI("%s: %zu quantized layers (%s) dequantized to BF16 at load", h3_st_set_path(w->set),
+            h3_qset_count(w->quant), sum);
+  }
   *out = w;
   return H3_OK;
 fail:
@@ -352,6 +424,8 @@ fail:
 
 void h3_dit_weights_close(h3_dit_weights *w) {
   if (!w) return;
+  h3_qset_close(w->quant);
+  free(w->zero_bias);
   h3_st_set_close(w->set);
   free(w->refiner);
   free(w->blocks);

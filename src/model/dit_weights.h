@@ -41,6 +41,8 @@ typedef struct h3_dit_weights {
   h3_dit_convention convention;
   char config_path[2100]; /* "" when detected from shapes */
   h3_st_set *set;
+  struct h3_qset *quant; /* quantized layers of a Comfy file (model/quant_set.h), owns their BF16 copies */
+  float *zero_bias;      /* owned zeros for a Comfy file's absent block AdaLN biases (NULL otherwise) */
   h3_tensor video_in_w, video_in_b, audio_in_w, audio_in_b, cond_w, cond_b;
   h3_tensor time1_w, time1_b, time2_w, time2_b; /* full checkpoints */
   h3_tensor t_table;                            /* curve checkpoints */

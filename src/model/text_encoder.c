@@ -3,13 +3,20 @@
  *
  * Per decoder layer (transformers Qwen3VLTextDecoderLayer):
  *   h   = RMSNorm(x; input_layernorm)
- *   qkv = [h Wq^T | h Wk^T | h Wv^T]            (contiguous q_all, k_all, v_all)
+ *   qkv = [h Wq^T | h Wk^T | h Wv^T]            (contiguous q_all, k_all, v_all; + bq|bk|bv with attention_bias)
  *   q,k = RoPE(RMSNorm_head(q; q_norm)), RoPE(RMSNorm_head(k; k_norm))
  *   o   = causal GQA attention, scale head_dim^-0.5 (q head h reads kv head h / (H/KV))
- *   x  += o Wo^T
+ *   x  += o Wo^T (+ bo with attention_bias)
  *   h   = RMSNorm(x; post_attention_layernorm)
  *   x  += (silu(h Wg^T) * h Wu^T) Wd^T
- * The tap output is x after the last bound layer, without the final norm. */
+ * The tap output is x after the last bound layer, without the final norm.
+ *
+ * With images (h3_te_forward_mm, transformers Qwen3VLModel.forward and
+ * Qwen3VLTextModel._deepstack_process): the embeddings of the image pad rows
+ * are replaced by the vision tower's rows (masked_scatter, in sequence order),
+ * and after decoder layer j < levels the deepstack level j is added to those
+ * rows (gather, add, scatter: x[r] + ds[i], one f32 add per element), except
+ * after the last layer run (the tap reads the layer output before it). */
 #include "model/text_encoder.h"
 
 #include <math.h>
@@ -20,7 +27,8 @@
 #include "core/log.h"
 
 struct h3_text_encoder {
-  h3_backend *be;
+  h3_backend *be;  /* = &f32: f32 activations, never rounded to bf16 */
+  h3_backend f32;  /* a view of the backend it was created on */
   const h3_te_weights *w;
   void *mem;
   size_t mem_cap;
@@ -33,7 +41,8 @@ struct h3_text_encoder {
 h3_status h3_te_create(h3_backend *be, const h3_te_weights *w, h3_text_encoder **out) {
   h3_text_encoder *m = calloc(1, sizeof *m);
   if (!m) return h3_fail(H3_ERR_NOMEM, "text encoder");
-  m->be = be;
+  m->f32 = h3_backend_view(be, false, false);
+  m->be = &m->f32;
   m->w = w;
   *out = m;
   return H3_OK;
@@ -57,6 +66,13 @@ size_t h3_te_arena_bytes(const h3_te_config *c, int64_t L) {
   b += F32B(L * I);            /* swiglu */
   b += 2 * F32B(L * D);        /* cos, sin */
   return b + 16 * H3_ARENA_ALIGN;
+}
+
+size_t h3_te_arena_bytes_mm(const h3_te_config *c, int64_t L, int64_t n_vis, int levels) {
+  size_t b = h3_te_arena_bytes(c, L);
+  if (n_vis > 0)
+    b += h3_arena_round((size_t)n_vis * 4) + (size_t)(levels + 2) * F32B(n_vis * c->hidden) + 4 * H3_ARENA_ALIGN;
+  return b;
 }
 
 static h3_status take(h3_text_encoder *m, int64_t rows, int64_t cols, h3_tensor *t) {
@@ -101,18 +117,23 @@ static h3_status embed(h3_text_encoder *m, const int32_t *ids, int64_t L, h3_ten
  * layers before them, and only a few raw copies wait at a time (each is widened
  * to f32 on first use and then dropped). */
 #define TE_PREFETCH_AHEAD 2
-#define TE_LAYER_TENSORS 11
-static void layer_tensors(const h3_te_layer *Lw, const h3_tensor *t[TE_LAYER_TENSORS]) {
-  const h3_tensor *all[TE_LAYER_TENSORS] = {&Lw->in_norm, &Lw->wq,        &Lw->wk,   &Lw->wv, &Lw->q_norm, &Lw->k_norm,
-                                            &Lw->wo,      &Lw->post_norm, &Lw->gate, &Lw->up, &Lw->down};
-  memcpy(t, all, sizeof all);
+#define TE_LAYER_TENSORS 15
+/* The layer's tensors in forward order; the biases only with attention_bias (the count). */
+static size_t layer_tensors(const h3_te_layer *Lw, const h3_tensor *t[TE_LAYER_TENSORS]) {
+  const h3_tensor *all[TE_LAYER_TENSORS] = {&Lw->in_norm, &Lw->wq,   &Lw->bq,  &Lw->wk,   &Lw->bk,
+                                            &Lw->wv,      &Lw->bv,   &Lw->q_norm, &Lw->k_norm, &Lw->wo,
+                                            &Lw->bo,      &Lw->post_norm, &Lw->gate, &Lw->up, &Lw->down};
+  size_t n = 0;
+  for (size_t i = 0; i < TE_LAYER_TENSORS; i++)
+    if (all[i]->data) t[n++] = all[i];
+  return n;
 }
 
 static h3_status prefetch_layer(h3_text_encoder *m, int64_t l) {
   if (!OPS->prefetch || l < 0 || l >= m->w->tap) return H3_OK;
   const h3_tensor *t[TE_LAYER_TENSORS];
-  layer_tensors(&m->w->layer[l], t);
-  for (size_t i = 0; i < TE_LAYER_TENSORS; i++) H3_TRY(h3_backend_prefetch(m->be, t[i]));
+  size_t nt = layer_tensors(&m->w->layer[l], t);
+  for (size_t i = 0; i < nt; i++) H3_TRY(h3_backend_prefetch(m->be, t[i]));
   return H3_OK;
 }
 
@@ -125,8 +146,8 @@ static bool release_layers(h3_text_encoder *m) {
   size_t need = (size_t)4 << 30; /* activations and scratch */
   for (int64_t l = 0; l < m->w->tap; l++) {
     const h3_tensor *t[TE_LAYER_TENSORS];
-    layer_tensors(&m->w->layer[l], t);
-    for (size_t i = 0; i < TE_LAYER_TENSORS; i++) need += (size_t)h3_tensor_numel(t[i]) * sizeof(float);
+    size_t nt = layer_tensors(&m->w->layer[l], t);
+    for (size_t i = 0; i < nt; i++) need += (size_t)h3_tensor_numel(t[i]) * sizeof(float);
   }
   const size_t avail = mem.device_total > mem.device_used ? mem.device_total - mem.device_used : 0;
   if (avail >= need) return false;
@@ -137,11 +158,69 @@ static bool release_layers(h3_text_encoder *m) {
 
 static void release_layer(h3_text_encoder *m, int64_t l) {
   const h3_tensor *t[TE_LAYER_TENSORS];
-  layer_tensors(&m->w->layer[l], t);
-  for (size_t i = 0; i < TE_LAYER_TENSORS; i++) h3_backend_release_weight(m->be, t[i]);
+  size_t nt = layer_tensors(&m->w->layer[l], t);
+  for (size_t i = 0; i < nt; i++) h3_backend_release_weight(m->be, t[i]);
 }
 
-static h3_status forward(h3_text_encoder *m, const int32_t *ids, int64_t L, const int64_t *positions, float *out) {
+void h3_te_release_device(const h3_te_weights *w, h3_backend *be) {
+  if (!w || !be || !be->ops->release_weight) return;
+  h3_backend_release_weight(be, &w->embed);
+  for (int64_t l = 0; l < w->tap; l++) {
+    const h3_tensor *t[TE_LAYER_TENSORS];
+    const size_t nt = layer_tensors(&w->layer[l], t); /* only these are set */
+    for (size_t i = 0; i < nt; i++) h3_backend_release_weight(be, t[i]);
+  }
+}
+
+/* The pad rows of the sequence and the vision tensors on the device. */
+typedef struct te_vis {
+  int64_t n;
+  int levels;
+  h3_tensor idx, emb, tmp, ds[H3_TE_MAX_DEEPSTACK];
+} te_vis;
+
+static h3_status vision_inputs(h3_text_encoder *m, const int32_t *ids, int64_t L, const h3_te_vision *vis,
+                               te_vis *tv) {
+  const h3_te_config *c = &m->w->cfg;
+  const int64_t H = c->hidden;
+  int64_t n = 0;
+  /* the pad rows of both modalities, in sequence order (vis holds the image and video features merged so) */
+  for (int64_t r = 0; r < L; r++) n += ids[r] == c->image_token_id || ids[r] == c->video_token_id;
+  if (n != vis->n)
+    return h3_fail(H3_ERR_INVALID, "text encoder: image features and image tokens do not match: tokens: %lld, features %lld",
+                   (long long)n, (long long)vis->n);
+  if (vis->n_deepstack < 0 || vis->n_deepstack > H3_TE_MAX_DEEPSTACK)
+    return h3_fail(H3_ERR_INVALID, "text encoder: %d deepstack levels (at most %d)", vis->n_deepstack,
+                   H3_TE_MAX_DEEPSTACK);
+  if (n > 0 && !vis->embeds) return h3_fail(H3_ERR_INVALID, "text encoder: NULL image embeddings");
+  for (int l = 0; l < vis->n_deepstack; l++)
+    if (n > 0 && (!vis->deepstack || !vis->deepstack[l]))
+      return h3_fail(H3_ERR_INVALID, "text encoder: NULL deepstack level %d", l);
+  tv->n = n;
+  tv->levels = vis->n_deepstack;
+  if (n == 0) return H3_OK;
+  int64_t shape[1] = {n};
+  H3_TRY(h3_arena_tensor(&m->arena, H3_DT_I32, 1, shape, &tv->idx));
+  if (!tv->idx.data) return h3_fail(H3_ERR_NOMEM, "text encoder arena exhausted (plan too small)");
+  H3_TRY(take(m, n, H, &tv->emb));
+  H3_TRY(take(m, n, H, &tv->tmp));
+  for (int l = 0; l < tv->levels; l++) H3_TRY(take(m, n, H, &tv->ds[l]));
+  int32_t *rows = malloc((size_t)n * sizeof *rows);
+  if (!rows) return h3_fail(H3_ERR_NOMEM, "text encoder image rows");
+  int64_t k = 0;
+  for (int64_t r = 0; r < L; r++)
+    if (ids[r] == c->image_token_id || ids[r] == c->video_token_id) rows[k++] = (int32_t)r;
+  h3_status s = OPS->upload(m->be, tv->idx.data, rows, (size_t)n * sizeof *rows);
+  free(rows);
+  H3_TRY(s);
+  const size_t bytes = (size_t)(n * H) * sizeof(float);
+  H3_TRY(OPS->upload(m->be, tv->emb.data, vis->embeds, bytes));
+  for (int l = 0; l < tv->levels; l++) H3_TRY(OPS->upload(m->be, tv->ds[l].data, vis->deepstack[l], bytes));
+  return H3_OK;
+}
+
+static h3_status forward(h3_text_encoder *m, const int32_t *ids, int64_t L, const int64_t *positions,
+                         const h3_te_vision *vis, float *out) {
   const h3_te_weights *w = m->w;
   const h3_te_config *c = &w->cfg;
   if (L <= 0) return h3_fail(H3_ERR_INVALID, "text encoder: empty token sequence");
@@ -161,7 +240,10 @@ static h3_status forward(h3_text_encoder *m, const int32_t *ids, int64_t L, cons
             (long long)L, (long long)c->max_positions);
 
   const int64_t H = c->hidden, D = c->head_dim, NQ = c->heads * D, NKV = c->kv_heads * D, I = c->intermediate;
-  H3_TRY(ensure_arena(m, h3_te_arena_bytes(c, L)));
+  if (vis && (vis->n < 0 || vis->n > L || vis->n_deepstack < 0 || vis->n_deepstack > H3_TE_MAX_DEEPSTACK))
+    return h3_fail(H3_ERR_INVALID, "text encoder: %lld image features with %d deepstack levels for %lld tokens (at most "
+                   "%d levels)", (long long)vis->n, vis->n_deepstack, (long long)L, H3_TE_MAX_DEEPSTACK);
+  H3_TRY(ensure_arena(m, vis ? h3_te_arena_bytes_mm(c, L, vis->n, vis->n_deepstack) : h3_te_arena_bytes(c, L)));
 
   h3_tensor x, h, y, qkv, o, f, g, cosT, sinT;
   H3_TRY(take(m, L, H, &x));
@@ -184,6 +266,11 @@ static h3_status forward(h3_text_encoder *m, const int32_t *ids, int64_t L, cons
     H3_TRY(s);
   }
   H3_TRY(embed(m, ids, L, &x));
+  te_vis tv = {0};
+  if (vis) {
+    H3_TRY(vision_inputs(m, ids, L, vis, &tv));
+    if (tv.n > 0) H3_TRY(OPS->scatter_rows(m->be, &x, &tv.idx, &tv.emb));
+  }
 
   h3_qkv_layout lay = {.heads = (int)c->heads,
                        .kv_heads = (int)c->kv_heads,
@@ -202,12 +289,13 @@ static h3_status forward(h3_text_encoder *m, const int32_t *ids, int64_t L, cons
     const h3_te_layer *Lw = &w->layer[l];
     H3_TRY(prefetch_layer(m, l + TE_PREFETCH_AHEAD));
     H3_TRY(OPS->rmsnorm(m->be, &x, &Lw->in_norm, eps, &h));
-    H3_TRY(OPS->linear(m->be, &h, &Lw->wq, NULL, &qp));
-    H3_TRY(OPS->linear(m->be, &h, &Lw->wk, NULL, &kp));
-    H3_TRY(OPS->linear(m->be, &h, &Lw->wv, NULL, &vp));
+    /* biases only with attention_bias (no data otherwise) */
+    H3_TRY(OPS->linear(m->be, &h, &Lw->wq, Lw->bq.data ? &Lw->bq : NULL, &qp));
+    H3_TRY(OPS->linear(m->be, &h, &Lw->wk, Lw->bk.data ? &Lw->bk : NULL, &kp));
+    H3_TRY(OPS->linear(m->be, &h, &Lw->wv, Lw->bv.data ? &Lw->bv : NULL, &vp));
     H3_TRY(OPS->qk_norm_rope(m->be, &qkv, &lay, &Lw->q_norm, &Lw->k_norm, eps, &cosT, &sinT));
     H3_TRY(OPS->attention(m->be, &qkv, &lay, scale, &o));
-    H3_TRY(OPS->linear(m->be, &o, &Lw->wo, NULL, &y));
+    H3_TRY(OPS->linear(m->be, &o, &Lw->wo, Lw->bo.data ? &Lw->bo : NULL, &y));
     H3_TRY(OPS->add(m->be, &x, &y));
     H3_TRY(OPS->rmsnorm(m->be, &x, &Lw->post_norm, eps, &h));
     H3_TRY(OPS->linear(m->be, &h, &Lw->gate, NULL, &fg));
@@ -216,6 +304,11 @@ static h3_status forward(h3_text_encoder *m, const int32_t *ids, int64_t L, cons
     H3_TRY(OPS->linear(m->be, &g, &Lw->down, NULL, &y));
     H3_TRY(OPS->add(m->be, &x, &y));
     if (release) release_layer(m, l);
+    if (tv.n > 0 && l < tv.levels && l + 1 < w->tap) { /* deepstack level l, unless this was the tap layer */
+      H3_TRY(OPS->gather_rows(m->be, &tv.tmp, &x, &tv.idx));
+      H3_TRY(OPS->add(m->be, &tv.tmp, &tv.ds[l]));
+      H3_TRY(OPS->scatter_rows(m->be, &x, &tv.idx, &tv.tmp));
+    }
   }
   H3_TRY(OPS->download(m->be, out, x.data, h3_tensor_nbytes(&x)));
   H3_TRY(OPS->sync(m->be));
@@ -226,10 +319,11 @@ static h3_status forward(h3_text_encoder *m, const int32_t *ids, int64_t L, cons
 
 h3_status h3_te_forward(h3_text_encoder *m, const int32_t *ids, int64_t L, const int64_t *positions, float *out) {
   if (!m) return h3_fail(H3_ERR_INVALID, "text encoder: NULL model");
-  /* f32 activations: no bf16 rounding whatever the backend was last set to. */
-  bool saved = m->be->emulate_bf16;
-  m->be->emulate_bf16 = false;
-  h3_status s = forward(m, ids, L, positions, out);
-  m->be->emulate_bf16 = saved;
-  return s;
+  return forward(m, ids, L, positions, NULL, out);
+}
+
+h3_status h3_te_forward_mm(h3_text_encoder *m, const int32_t *ids, int64_t L, const int64_t *positions,
+                           const h3_te_vision *vis, float *out) {
+  if (!m) return h3_fail(H3_ERR_INVALID, "text encoder: NULL model");
+  return forward(m, ids, L, positions, vis, out);
 }

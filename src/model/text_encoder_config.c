@@ -10,10 +10,12 @@
  *     "rope_scaling" + "rope_theta"; rope_type must be "default"; the theta is
  *     required; mrope_section defaults to [24, 20, 20] as in the rotary class;
  *     "mrope_interleaved" is not consulted (the interleaved layout is fixed);
- *   - hidden_act must be silu and attention_bias false (the only variants the
- *     forward implements);
+ *   - hidden_act must be silu (the only activation the forward implements);
+ *     attention_bias (default false) gives the q/k/v/o projections biases, as
+ *     Qwen3VLTextAttention does (bias=config.attention_bias);
  *   - token ids from the top-level Qwen3VLConfig (defaults 151655/151656/151652/151653). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -57,7 +59,7 @@ h3_status h3_te_config_from_json(const json_t *root, const char *label, h3_te_co
   if (!hd) {
     c->head_dim = 128;
   } else if (json_is_null(hd)) {
-    if (c->heads <= 0) return h3_fail(H3_ERR_FORMAT, "%s: num_attention_heads must be positive", tl);
+    H3_TRY(h3_cfg_range(tl, "num_attention_heads", c->heads, 1, H3_TE_MAX_HEADS));
     c->head_dim = c->hidden / c->heads;
   } else {
     H3_TRY(h3_cfg_int(tc, tl, "head_dim", &c->head_dim));
@@ -70,9 +72,7 @@ h3_status h3_te_config_from_json(const json_t *root, const char *label, h3_te_co
     return h3_fail(H3_ERR_UNSUPPORTED, "%s: config field 'hidden_act' is \"%s\"; only \"silu\" is supported", tl, act);
   bool bias;
   H3_TRY(h3_cfg_bool_opt(tc, tl, "attention_bias", false, &bias));
-  if (bias)
-    return h3_fail(H3_ERR_UNSUPPORTED, "%s: config field 'attention_bias' is true; Qwen3-VL has no attention biases",
-                   tl);
+  c->attention_bias = bias;
 
   /* rope */
   const json_t *rp;
@@ -110,17 +110,25 @@ h3_status h3_te_config_from_json(const json_t *root, const char *label, h3_te_co
 }
 
 h3_status h3_te_config_validate(const h3_te_config *c, const char *label) {
+  /* Positive as transformers' modules need them, and bounded (far above Qwen3-VL-32B:
+   * 64 layers, hidden 5120, 64 / 8 heads x 128, intermediate 25600, vocab 151936) so that
+   * nothing is sized from an absurd config. */
   const struct {
     const char *name;
-    int64_t v;
-  } pos[] = {{"hidden_size", c->hidden},         {"num_hidden_layers", c->layers},
-             {"num_attention_heads", c->heads},  {"num_key_value_heads", c->kv_heads},
-             {"head_dim", c->head_dim},          {"intermediate_size", c->intermediate},
-             {"vocab_size", c->vocab}};
-  for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
-    if (pos[i].v <= 0 || pos[i].v > ((int64_t)1 << 31))
-      return h3_fail(H3_ERR_FORMAT, "%s: config field '%s' = %lld is out of range", label, pos[i].name,
-                     (long long)pos[i].v);
+    int64_t v, lo, hi;
+  } f[] = {{"hidden_size", c->hidden, 1, H3_TE_MAX_WIDTH},
+           {"num_hidden_layers", c->layers, 1, H3_TE_MAX_LAYERS},
+           {"num_attention_heads", c->heads, 1, H3_TE_MAX_HEADS},
+           {"num_key_value_heads", c->kv_heads, 1, H3_TE_MAX_HEADS},
+           {"head_dim", c->head_dim, 1, H3_TE_MAX_HEAD_DIM},
+           {"intermediate_size", c->intermediate, 1, H3_TE_MAX_FFN},
+           {"vocab_size", c->vocab, 1, H3_TE_MAX_VOCAB},
+           {"max_position_embeddings", c->max_positions, 0, INT64_MAX},
+           {"image_token_id", c->image_token_id, 0, INT32_MAX},
+           {"video_token_id", c->video_token_id, 0, INT32_MAX},
+           {"vision_start_token_id", c->vision_start_token_id, 0, INT32_MAX},
+           {"vision_end_token_id", c->vision_end_token_id, 0, INT32_MAX}};
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) H3_TRY(h3_cfg_range(label, f[i].name, f[i].v, f[i].lo, f[i].hi));
   if (c->heads % c->kv_heads != 0)
     return h3_fail(H3_ERR_FORMAT,
                    "%s: num_attention_heads (%lld) must be a multiple of num_key_value_heads (%lld)", label,
@@ -128,16 +136,25 @@ h3_status h3_te_config_validate(const h3_te_config *c, const char *label) {
   if (c->head_dim % 2 != 0)
     return h3_fail(H3_ERR_FORMAT, "%s: head_dim (%lld) must be even for the rotary embedding", label,
                    (long long)c->head_dim);
-  for (int a = 0; a < 3; a++)
-    if (c->mrope_section[a] < 0 || c->mrope_section[a] > c->head_dim)
-      return h3_fail(H3_ERR_FORMAT, "%s: mrope_section[%d] = %lld is out of range", label, a,
-                     (long long)c->mrope_section[a]);
-  if (!(c->eps > 0) || !isfinite(c->eps))
-    return h3_fail(H3_ERR_FORMAT, "%s: config field 'rms_norm_eps' must be positive", label);
+  if (c->heads * c->head_dim > H3_TE_MAX_FFN)
+    return h3_fail(H3_ERR_FORMAT, "%s: num_attention_heads x head_dim = %lld exceeds the limit %lld", label,
+                   (long long)(c->heads * c->head_dim), (long long)H3_TE_MAX_FFN);
+  if ((double)c->vocab * (double)c->hidden > H3_TE_MAX_PARAMS ||
+      (double)c->layers * (double)c->hidden * (4.0 * (double)c->heads * (double)c->head_dim + 3.0 * (double)c->intermediate) >
+          H3_TE_MAX_PARAMS)
+    return h3_fail(H3_ERR_FORMAT, "%s: the config describes more than %.3g parameters", label, H3_TE_MAX_PARAMS);
+  /* mrope_section: transformers' apply_interleaved_mrope takes slice(offset, 3 * section, 3)
+   * of the head_dim / 2 slots, which clamps a section larger than the head (e.g. the
+   * default [24, 20, 20] of a small model): any non-negative value is accepted. */
+  for (int a = 0; a < 3; a++) {
+    char name[32];
+    snprintf(name, sizeof name, "mrope_section[%d]", a);
+    H3_TRY(h3_cfg_range(label, name, c->mrope_section[a], 0, H3_TE_MAX_HEAD_DIM));
+  }
+  /* rms_norm_eps 0 is what Qwen3VLTextRMSNorm computes with, too */
+  H3_TRY(h3_cfg_range_f(label, "rms_norm_eps", c->eps, 0.0, 1.0));
   if (!(c->rope_theta > 0) || !isfinite(c->rope_theta))
     return h3_fail(H3_ERR_FORMAT, "%s: config field 'rope_theta' must be positive", label);
-  if (c->max_positions < 0)
-    return h3_fail(H3_ERR_FORMAT, "%s: config field 'max_position_embeddings' must not be negative", label);
   return H3_OK;
 }
 

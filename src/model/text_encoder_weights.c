@@ -15,6 +15,7 @@
 
 #include "core/log.h"
 #include "io/paths.h"
+#include "model/quant_set.h"
 #include "model/text_encoder.h"
 
 h3_status h3_te_locate(const char *path, char *weights, size_t wcap, char *config, size_t ccap) {
@@ -122,6 +123,7 @@ h3_status h3_te_config_detect(const h3_st_set *s, const char *prefix, h3_te_conf
   if (!(e = need(s, prefix, "layers.0.mlp.gate_proj.weight"))) return H3_ERR_NOT_FOUND;
   c->intermediate = e->shape[0];
   c->layers = count_layers(s, prefix);
+  c->attention_bias = has(s, prefix, "layers.0.self_attn.q_proj.bias");
   /* Not visible in shapes: the released Qwen3-VL-32B values (config.json of the release). */
   c->eps = 1e-6;
   c->rope_theta = 5000000.0;
@@ -145,6 +147,9 @@ h3_status h3_te_config_detect(const h3_st_set *s, const char *prefix, h3_te_conf
 static h3_status bind(const h3_te_weights *w, const char *suffix, int ndim, int64_t d0, int64_t d1, h3_tensor *out) {
   const h3_st_entry *e = need(w->set, w->prefix, suffix);
   if (!e) return H3_ERR_NOT_FOUND;
+  bool quantized = false; /* a quantized Linear / embedding of a Comfy file: dequantized to BF16 here */
+  if (ndim == 2) H3_TRY(h3_qset_bind(w->quant, e->name, d0, d1, out, &quantized));
+  if (quantized) return H3_OK;
   int ok = e->ndim == ndim && e->shape[0] == d0 && (ndim == 1 || e->shape[1] == d1);
   if (!ok) {
     h3_tensor t = h3_st_tensor(e);
@@ -159,7 +164,7 @@ static h3_status bind(const h3_te_weights *w, const char *suffix, int ndim, int6
   if (e->dtype != H3_DT_BF16 && e->dtype != H3_DT_F32 && e->dtype != H3_DT_F16)
     return h3_fail(H3_ERR_UNSUPPORTED,
                    "%s: tensor '%s' has dtype %s; only BF16, F16 and F32 text-encoder weights are supported "
-                   "(quantized repacks are not)",
+                   "(or a quantized layer declared by a .comfy_quant tensor or _quantization_metadata)",
                    h3_st_path(e->file), e->name, h3_dtype_name(e->dtype));
   *out = h3_st_tensor(e);
   return H3_OK;
@@ -190,13 +195,20 @@ static h3_status bind_all(h3_te_weights *w) {
     B("mlp.gate_proj.weight", 2, I, H, &L->gate);
     B("mlp.up_proj.weight", 2, I, H, &L->up);
     B("mlp.down_proj.weight", 2, H, I, &L->down);
+    if (c->attention_bias) { /* Qwen3VLTextAttention: nn.Linear(..., bias=config.attention_bias) */
+      B("self_attn.q_proj.bias", 1, Q, 0, &L->bq);
+      B("self_attn.k_proj.bias", 1, KV, 0, &L->bk);
+      B("self_attn.v_proj.bias", 1, KV, 0, &L->bv);
+      B("self_attn.o_proj.bias", 1, H, 0, &L->bo);
+    }
   }
 #undef B
-  /* Biases would change the math: refuse a checkpoint that carries them. */
+  /* Biases in a checkpoint whose config says attention_bias false: transformers leaves such
+   * unexpected keys unused (with a warning), and so does h3. */
   snprintf(n, sizeof n, "layers.0.self_attn.q_proj.bias");
-  if (has(w->set, w->prefix, n))
-    return h3_fail(H3_ERR_UNSUPPORTED, "%s: tensor '%s%s' present: attention biases are not supported",
-                   h3_st_set_path(w->set), w->prefix, n);
+  if (!c->attention_bias && has(w->set, w->prefix, n))
+    H3_LOGW("%s: tensor '%s%s' present but attention_bias is false (%s): the biases are not used, as in the reference",
+            h3_st_set_path(w->set), w->prefix, n, w->config_label);
   return H3_OK;
 }
 
@@ -230,7 +242,14 @@ h3_status h3_te_weights_open(const char *path, const char *config_path, int64_t 
     H3_LOGW("%s: tap %lld equals num_hidden_layers: the output is the unnormalized state after the last layer; the "
             "diffusers reference refuses such a model (its hidden_states[%lld] would be final-normed)",
             h3_st_set_path(w->set), (long long)tap, (long long)tap);
+  if ((s = h3_qset_scan(w->set, &w->quant)) != H3_OK) goto fail;
   if ((s = bind_all(w)) != H3_OK) goto fail;
+  if (h3_qset_count(w->quant)) {
+    char sum[256];
+    h3_qset_summary(w->quant, sum, sizeof sum);
+    H3_LOGI("%s: %zu quantized layers (%s) dequantized to BF16 at load", h3_st_set_path(w->set),
+            h3_qset_count(w->quant), sum);
+  }
   H3_LOGD("text encoder: prefix '%s', %lld of %lld layers bound, hidden %lld, %lld/%lld heads x %lld", w->prefix,
           (long long)tap, (long long)w->cfg.layers, (long long)w->cfg.hidden, (long long)w->cfg.heads,
           (long long)w->cfg.kv_heads, (long long)w->cfg.head_dim);
@@ -243,6 +262,7 @@ fail:
 
 void h3_te_weights_close(h3_te_weights *w) {
   if (!w) return;
+  h3_qset_close(w->quant);
   h3_st_set_close(w->set);
   free(w->layer);
   free(w);

@@ -6,6 +6,7 @@
 #include <utf8proc.h>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "model/tokenizer_impl.h"
 
 const char tk_qwen2_pattern[] =
@@ -130,6 +131,7 @@ static h3_status grow(void **p, size_t *cap, size_t need, size_t elem) {
 
 h3_status tk_init(h3_tokenizer *t) {
   memset(t, 0, sizeof *t);
+  t->model_max_length = INT64_MAX;
   for (int i = 0; i < 256; i++) t->byte_id[i] = -1;
   if (pthread_mutex_init(&t->lock, NULL)) return h3_fail(H3_ERR_INTERNAL, "tokenizer: mutex init failed");
   return H3_OK;
@@ -342,26 +344,64 @@ static bool cat_is(int cat, char cls) {
  * Kaktovik numerals U+1D2C0.. as \p{N}).  Normally "\p{L}" plus the code
  * points PCRE2 lacks; if PCRE2 also has members utf8proc does not, an explicit
  * range list. */
-static h3_status unicode_class(char cls, char **out) {
-  const char *probe = cls == 'L' ? "^\\p{L}$" : "^\\p{N}$";
+/* The code points that can hold letters or numbers (planes 4-13 and 15-16 hold none), no surrogates. */
+static bool candidate_cp(uint32_t c) {
+  return c < 0x110000 && !(c >= 0xD800 && c <= 0xDFFF) && (c < 0x40000 || (c >= 0xE0000 && c < 0xE1000));
+}
+
+/* PCRE2's \p{L} / \p{N} membership of every candidate code point, in one scan: a subject holding them
+ * all in order, matched run by run with "\p{L}+" (JIT).  p[c] for c < 0x110000 (malloc'd), or NULL. */
+static bool *pcre2_members(char cls) {
+  const char *pat = cls == 'L' ? "\\p{L}+" : "\\p{N}+";
   int err;
   PCRE2_SIZE eoff;
-  pcre2_code *re = pcre2_compile((PCRE2_SPTR)probe, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &err, &eoff, NULL);
-  if (!re) return h3_fail(H3_ERR_INTERNAL, "tokenizer: PCRE2 lacks Unicode property support");
+  pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &err, &eoff, NULL);
+  if (!re) return NULL;
   (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
   pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+  bool *member = calloc(0x110000, sizeof *member);
+  uint8_t *subj = malloc((size_t)0x50000 * 4);
+  uint32_t *cp_at = malloc((size_t)0x50000 * 4 * sizeof *cp_at); /* the code point starting at each byte */
+  bool ok = md && member && subj && cp_at;
+  size_t len = 0;
+  for (uint32_t c = 0; ok && c < 0x110000; c++) {
+    if (!candidate_cp(c)) continue;
+    const utf8proc_ssize_t k = utf8proc_encode_char((utf8proc_int32_t)c, subj + len);
+    for (utf8proc_ssize_t b = 0; b < k; b++) cp_at[len + (size_t)b] = c;
+    len += (size_t)k;
+  }
+  PCRE2_SIZE start = 0;
+  while (ok && start < len) {
+    const int rc = pcre2_match(re, subj, len, start, PCRE2_NO_UTF_CHECK, md, NULL);
+    if (rc < 0) break; /* no more runs (or an error: the members found so far stand) */
+    const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+    if (ov[1] <= ov[0]) break;
+    for (PCRE2_SIZE b = ov[0]; b < ov[1]; b++) member[cp_at[b]] = true;
+    start = ov[1];
+  }
+  free(subj);
+  free(cp_at);
+  if (md) pcre2_match_data_free(md);
+  pcre2_code_free(re);
+  if (!ok) {
+    free(member);
+    return NULL;
+  }
+  return member;
+}
+
+static h3_status unicode_class(char cls, char **out) {
+  bool *pmem = pcre2_members(cls);
+  if (!pmem) return h3_fail(H3_ERR_INTERNAL, "tokenizer: PCRE2 lacks Unicode property support (or out of memory)");
   sbuf plus = {0}, full = {0};
   bool minus = false;
   int64_t plo = -1, flo = -1;
   uint32_t phi = 0, fhi = 0;
-  for (uint32_t c = 0; c <= 0x110000 && md; c++) {
+  for (uint32_t c = 0; c <= 0x110000; c++) {
     bool u = false, p = false;
-    /* planes 4-13 and 15-16 hold no letters or numbers */
-    if (c < 0x110000 && !(c >= 0xD800 && c <= 0xDFFF) && (c < 0x40000 || (c >= 0xE0000 && c < 0xE1000))) {
+    if (candidate_cp(c)) {
       u = cat_is(utf8proc_category((utf8proc_int32_t)c), cls);
-      uint8_t buf[4];
-      utf8proc_ssize_t k = utf8proc_encode_char((utf8proc_int32_t)c, buf);
-      p = pcre2_match(re, buf, (PCRE2_SIZE)k, 0, PCRE2_NO_UTF_CHECK, md, NULL) >= 0;
+      p = pmem[c];
     }
     if (u && !p) {
       if (plo >= 0 && phi + 1 == c) phi = c;
@@ -381,11 +421,9 @@ static h3_status unicode_class(char cls, char **out) {
       }
     }
   }
+  free(pmem);
   if (plo >= 0) sb_range(&plus, (uint32_t)plo, phi);
   if (flo >= 0) sb_range(&full, (uint32_t)flo, fhi);
-  bool ok = md != NULL;
-  if (md) pcre2_match_data_free(md);
-  pcre2_code_free(re);
   sbuf res = {0};
   if (!minus) {
     sb_str(&res, cls == 'L' ? "\\p{L}" : "\\p{N}");
@@ -393,7 +431,7 @@ static h3_status unicode_class(char cls, char **out) {
   } else if (full.n) {
     sb_add(&res, full.p, full.n);
   }
-  ok = ok && !plus.oom && !full.oom && !res.oom && res.p;
+  const bool ok = !plus.oom && !full.oom && !res.oom && res.p;
   free(plus.p);
   free(full.p);
   if (!ok) {
@@ -404,16 +442,29 @@ static h3_status unicode_class(char cls, char **out) {
   return H3_OK;
 }
 
+/* The two classes depend only on the libraries, and building one scans every
+ * code point (tens of milliseconds): made once per process, kept for its life. */
+static pthread_once_t g_class_once = PTHREAD_ONCE_INIT;
+static char *g_class_l, *g_class_n;
+
+static void make_classes(void) {
+  if (unicode_class('L', &g_class_l) != H3_OK) {
+    g_class_l = NULL;
+  } else if (unicode_class('N', &g_class_n) != H3_OK) {
+    free(g_class_l);
+    g_class_l = g_class_n = NULL;
+  }
+}
+
 /* Rewrite the reference's pattern for PCRE2: \s and \S become the White_Space
  * set, \p{L} and \p{N} the classes of unicode_class(). */
 static h3_status translate_pattern(const char *p, char **out) {
-  char *cl = NULL, *cn = NULL;
-  H3_TRY(unicode_class('L', &cl));
-  h3_status st = unicode_class('N', &cn);
-  if (st != H3_OK) {
-    free(cl);
-    return st;
-  }
+  pthread_once(&g_class_once, make_classes);
+  const char *cl = g_class_l, *cn = g_class_n;
+  if (!cl || !cn)
+    return h3_fail(H3_ERR_INTERNAL,
+                   "tokenizer: cannot build the \\p{L} / \\p{N} classes (PCRE2 without Unicode properties, or out "
+                   "of memory)");
   size_t n = strlen(p);
   sbuf r = {0};
   bool in_class = false;
@@ -461,8 +512,6 @@ static h3_status translate_pattern(const char *p, char **out) {
     if (in_class && c == ']' && i != class_start) in_class = false;
     sb_add(&r, &c, 1);
   }
-  free(cl);
-  free(cn);
   if (r.oom || !r.p) {
     free(r.p);
     return h3_fail(H3_ERR_NOMEM, "tokenizer: out of memory");
@@ -549,6 +598,7 @@ void h3_tokenizer_free(h3_tokenizer *t) {
 }
 
 size_t h3_tokenizer_vocab_size(const h3_tokenizer *t) { return t ? t->n_ids : 0; }
+int64_t h3_tokenizer_model_max_length(const h3_tokenizer *t) { return t ? t->model_max_length : INT64_MAX; }
 const char *h3_tokenizer_source(const h3_tokenizer *t) { return t && t->source ? t->source : ""; }
 
 int32_t h3_token_id(const h3_tokenizer *t, const char *token) {
@@ -969,7 +1019,12 @@ static h3_status nfc(const uint8_t *s, size_t len, uint8_t **out, size_t *out_le
     size_t b = a;
     while (b < n && !barrier[b]) b++;
     if (b > a) {
+      /* utf8proc_reencode writes the UTF-8 over cp[a..] and a NUL after it:
+       * when the stretch is all 4-byte characters that NUL lands on cp[b],
+       * the barrier, so keep it aside. */
+      int32_t keep = cp[b];
       utf8proc_ssize_t r = utf8proc_reencode(cp + a, (utf8proc_ssize_t)(b - a), opt);
+      cp[b] = keep;
       if (r < 0) {
         st = h3_fail(H3_ERR_INTERNAL, "tokenizer: NFC composition failed: %s", utf8proc_errmsg(r));
         goto fail;
@@ -1084,7 +1139,13 @@ h3_status h3_tokenize(h3_tokenizer *t, const char *utf8, size_t len, int32_t **i
   ivec out = {0};
   pthread_mutex_lock(&t->lock);
   h3_status st = encode_locked(t, s, len, &out);
+  bool warn = st == H3_OK && (int64_t)out.n > t->model_max_length && !t->warned_long;
+  if (warn) t->warned_long = true;
   pthread_mutex_unlock(&t->lock);
+  if (warn)
+    H3_LOGW("tokenizer: %zu tokens exceed model_max_length %lld (%s); like the reference, the prompt is neither "
+            "truncated nor refused (this warning is given once)",
+            out.n, (long long)t->model_max_length, t->source ? t->source : "tokenizer");
   if (st != H3_OK) {
     free(out.v);
     return st;

@@ -51,7 +51,9 @@ typedef struct h3_tokenizer h3_tokenizer;
  * the tokens of added_tokens_decoder, the special-token fields (bos/eos/unk/
  * sep/pad/cls/mask) and additional_special_tokens / extra_special_tokens that
  * are not already known, with new ids assigned in that order after the highest
- * id.  Errors name the file involved. */
+ * id.  Ids must be below 2^24, and an added token may share an id only with a
+ * token of the same bytes (the reference would silently let the later one
+ * decode for both).  Errors name the file involved. */
 h3_status h3_tokenizer_load(const char *folder, h3_tokenizer **out);
 void h3_tokenizer_free(h3_tokenizer *tok);
 
@@ -61,8 +63,17 @@ void h3_tokenizer_free(h3_tokenizer *tok);
  * tokenizer.json or a vocab.json.  *folder_out is malloc'ed (free()). */
 h3_status h3_tokenizer_locate(const char *path, char **folder_out);
 
-/* Tokenize `len` bytes of UTF-8.  On success *ids is a malloc'ed array of *n ids
- * (free with h3_tokens_free; may be non-NULL with *n == 0). */
+/* Tokenize `len` bytes of UTF-8 (lengths are explicit: a NUL byte is text).
+ * On success *ids is a malloc'ed array of *n ids (free with h3_tokens_free;
+ * may be non-NULL with *n == 0).  Time and memory are linear in len.
+ *
+ * No limit on the token count, as in the reference: MiniMax-H3's encoders
+ * call tokenizer(prompt, add_special_tokens=False) with no max_length and no
+ * truncation, so transformers neither truncates nor refuses; past the
+ * tokenizer's model_max_length (tokenizer_config.json; 262144 in the
+ * release) it logs "Token indices sequence length is longer than the
+ * specified maximum sequence length ..." once per tokenizer, and so does
+ * h3_tokenize (a warning, the ids unchanged). */
 h3_status h3_tokenize(h3_tokenizer *tok, const char *utf8, size_t len, int32_t **ids, size_t *n);
 void h3_tokens_free(int32_t *ids);
 
@@ -83,6 +94,10 @@ int32_t h3_token_id(const h3_tokenizer *tok, const char *token);
 /* Number of ids: highest id + 1 over vocabulary and added tokens (151676 for
  * the MiniMax-H3 release, like len(tokenizer)). */
 size_t h3_tokenizer_vocab_size(const h3_tokenizer *tok);
+
+/* model_max_length of tokenizer_config.json (INT64_MAX when absent or not a
+ * positive number, as transformers' VERY_LARGE_INTEGER default). */
+int64_t h3_tokenizer_model_max_length(const h3_tokenizer *tok);
 
 /* Path of the file the vocabulary came from (tokenizer.json or vocab.json). */
 const char *h3_tokenizer_source(const h3_tokenizer *tok);

@@ -10,6 +10,11 @@
 
 #include "model/tokenizer.h"
 
+/* Ids are below 2^24: the id table is dense (one tk_token per id up to the
+ * highest), so a larger id would make a few-byte file allocate gigabytes.
+ * Real vocabularies stop near 2^18 (151,676 ids for MiniMax-H3). */
+#define TK_MAX_ID (1 << 24)
+
 /* One id.  Bytes (what decoding produces) live in tk->blob at off..off+len. */
 typedef struct tk_token {
   uint32_t off, len;
@@ -75,11 +80,13 @@ struct h3_tokenizer {
   bool has_norm_added;
   bool nfc;
   bool ignore_merges;
+  int64_t model_max_length; /* tokenizer_config.json; INT64_MAX when absent */
   pcre2_code *re;
   pcre2_match_data *md;
   /* mutable state, under `lock` */
   pthread_mutex_t lock;
   tk_cache cache;
+  bool warned_long; /* the over-long warning was given (once, as the reference) */
   int32_t *wsym, *wprev, *wnext, *wrank;
   uint64_t *wheap;
   size_t wcap, hcap;
@@ -98,6 +105,17 @@ int tk_cp_to_byte(uint32_t cp);
  * len bytes).  Returns the byte count, or -1 when a character is outside the
  * alphabet or the string is not valid UTF-8. */
 long tk_alphabet_to_bytes(const char *s, size_t len, uint8_t *buf);
+
+/* One vocabulary entry: a byte-level alphabet string and its id. */
+typedef struct tk_vocab_entry {
+  const char *key;
+  size_t klen;
+  int64_t id;
+} tk_vocab_entry;
+/* vocab.json's common form read fast (tokenizer_vocab_scan.c): 1 with the
+ * entries (malloc'd; keys decoded in place inside `text`, which must stay
+ * alive), 0 when the text is not that simple form (parse it with jansson). */
+int tk_vocab_scan(char *text, size_t len, tk_vocab_entry **out, size_t *n);
 
 /* Length of the longest valid UTF-8 prefix; equals len when all valid. */
 size_t tk_utf8_valid_prefix(const uint8_t *s, size_t len);

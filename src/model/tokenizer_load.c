@@ -86,18 +86,14 @@ static h3_status load_json(const char *path, json_t **out) {
 /* ------------------------------------------------------------------------ */
 /* Vocabulary and merges                                                     */
 
-static h3_status add_vocab(h3_tokenizer *t, json_t *vocab, const char *file) {
-  if (!json_is_object(vocab)) return h3_fail(H3_ERR_FORMAT, "%s: the vocabulary is not a JSON object", file);
-  if (json_object_size(vocab) == 0) return h3_fail(H3_ERR_FORMAT, "%s: the vocabulary is empty", file);
-  const char *key;
-  size_t klen;
-  json_t *val;
+static h3_status add_vocab_entries(h3_tokenizer *t, const tk_vocab_entry *e, size_t n, const char *file) {
+  if (n == 0) return h3_fail(H3_ERR_FORMAT, "%s: the vocabulary is empty", file);
   long long max_id = -1;
-  json_object_keylen_foreach(vocab, key, klen, val) {
-    if (!json_is_integer(val) || json_integer_value(val) < 0 || json_integer_value(val) >= (1LL << 30))
-      return h3_fail(H3_ERR_FORMAT, "%s: vocabulary entry \"%.*s\": id is not an integer in [0, 2^30)", file,
-                     (int)(klen > 64 ? 64 : klen), key);
-    if (json_integer_value(val) > max_id) max_id = json_integer_value(val);
+  for (size_t i = 0; i < n; i++) {
+    if (e[i].id < 0 || e[i].id >= TK_MAX_ID)
+      return h3_fail(H3_ERR_FORMAT, "%s: vocabulary entry \"%.*s\": id is not an integer in [0, 2^24)", file,
+                     (int)(e[i].klen > 64 ? 64 : e[i].klen), e[i].key);
+    if (e[i].id > max_id) max_id = e[i].id;
   }
   uint8_t *buf = malloc(4096);
   size_t bufcap = 4096;
@@ -105,8 +101,10 @@ static h3_status add_vocab(h3_tokenizer *t, json_t *vocab, const char *file) {
   h3_status st = H3_OK;
   /* reserve the id table once */
   if ((st = tk_set_token(t, (int32_t)max_id, NULL, 0, TK_NONE, false, false)) != H3_OK) goto done;
-  json_object_keylen_foreach(vocab, key, klen, val) {
-    int32_t id = (int32_t)json_integer_value(val);
+  for (size_t i = 0; i < n; i++) {
+    const char *key = e[i].key;
+    const size_t klen = e[i].klen;
+    int32_t id = (int32_t)e[i].id;
     if (t->tok[id].kind != TK_NONE) {
       st = h3_fail(H3_ERR_FORMAT, "%s: vocabulary id %d is used twice (\"%.*s\")", file, (int)id,
                    (int)(klen > 64 ? 64 : klen), key);
@@ -134,6 +132,51 @@ static h3_status add_vocab(h3_tokenizer *t, json_t *vocab, const char *file) {
   }
 done:
   free(buf);
+  return st;
+}
+
+/* A vocabulary as a jansson object (tokenizer.json's model.vocab, or a vocab.json the fast scanner left). */
+static h3_status add_vocab(h3_tokenizer *t, json_t *vocab, const char *file) {
+  if (!json_is_object(vocab)) return h3_fail(H3_ERR_FORMAT, "%s: the vocabulary is not a JSON object", file);
+  const size_t n = json_object_size(vocab);
+  if (n == 0) return h3_fail(H3_ERR_FORMAT, "%s: the vocabulary is empty", file);
+  tk_vocab_entry *e = malloc(n * sizeof *e);
+  if (!e) return h3_fail(H3_ERR_NOMEM, "%s: out of memory", file);
+  const char *key;
+  size_t klen, i = 0;
+  json_t *val;
+  json_object_keylen_foreach(vocab, key, klen, val) {
+    if (!json_is_integer(val) || json_integer_value(val) < 0 || json_integer_value(val) >= TK_MAX_ID) {
+      free(e);
+      return h3_fail(H3_ERR_FORMAT, "%s: vocabulary entry \"%.*s\": id is not an integer in [0, 2^24)", file,
+                     (int)(klen > 64 ? 64 : klen), key);
+    }
+    e[i++] = (tk_vocab_entry){.key = key, .klen = klen, .id = json_integer_value(val)};
+  }
+  h3_status st = add_vocab_entries(t, e, i, file);
+  free(e);
+  return st;
+}
+
+/* vocab.json: the fast scanner for its common form, jansson for anything else. */
+static h3_status add_vocab_file(h3_tokenizer *t, const char *path) {
+  char *buf;
+  size_t len;
+  H3_TRY(read_file(path, &buf, &len));
+  tk_vocab_entry *e = NULL;
+  size_t n = 0;
+  h3_status st;
+  if (tk_vocab_scan(buf, len, &e, &n)) {
+    st = add_vocab_entries(t, e, n, path);
+    free(e);
+    free(buf);
+    return st;
+  }
+  free(buf);
+  json_t *v;
+  H3_TRY(load_json(path, &v));
+  st = add_vocab(t, v, path);
+  json_decref(v);
   return st;
 }
 
@@ -271,7 +314,27 @@ static h3_status register_added(h3_tokenizer *t, const char *content, size_t len
     if (buf != stackbuf) free(buf);
     id = v >= 0 ? v : (long long)t->n_ids;
   }
-  if (id >= (1LL << 30)) return h3_fail(H3_ERR_FORMAT, "%s: added token id %lld out of range", file, id);
+  if (id >= TK_MAX_ID)
+    return h3_fail(H3_ERR_FORMAT, "%s: added token \"%.*s\": id %lld is not below 2^24", file,
+                   (int)(len > 64 ? 64 : len), content, id);
+  /* An id names one token: an added token may reuse an id only for the same
+   * bytes (e.g. a vocabulary string it repeats), else that id would decode as
+   * whichever token came last. */
+  if (id < (long long)t->n_ids && t->tok[id].kind != TK_NONE) {
+    const tk_token *k = &t->tok[id];
+    uint8_t stackbuf[256];
+    uint8_t *buf = len <= sizeof stackbuf ? stackbuf : malloc(len);
+    if (!buf) return h3_fail(H3_ERR_NOMEM, "%s: out of memory", file);
+    long nb = tk_alphabet_to_bytes(content, len, buf);
+    const uint8_t *bytes = nb >= 0 ? buf : (const uint8_t *)content;
+    size_t blen = nb >= 0 ? (size_t)nb : len;
+    int same = k->len == blen && !memcmp(t->blob + k->off, bytes, blen);
+    if (buf != stackbuf) free(buf);
+    if (!same)
+      return h3_fail(H3_ERR_FORMAT, "%s: added token \"%.*s\" has id %lld, already the id of %s \"%.*s\"", file,
+                     (int)(len > 64 ? 64 : len), content, id, k->kind == TK_ADDED ? "added token" : "vocabulary token",
+                     (int)(k->len > 64 ? 64 : k->len), (const char *)(t->blob + k->off));
+  }
   return tk_added_add(t, content, len, (int32_t)id, special, normalized);
 }
 
@@ -317,6 +380,14 @@ static h3_status load_config(h3_tokenizer *t, const char *path) {
   json_t *cls = json_object_get(cfg, "tokenizer_class");
   if (json_is_string(cls) && strncmp(json_string_value(cls), "Qwen2Tokenizer", 14) != 0)
     H3_LOGW("%s: tokenizer_class is %s; tokenizing as Qwen2Tokenizer", path, json_string_value(cls));
+  /* model_max_length: an integer, or a float such as 1e30 (transformers'
+   * VERY_LARGE_INTEGER written out); absent, null or not positive: no limit */
+  json_t *mml = json_object_get(cfg, "model_max_length");
+  if (json_is_integer(mml) && json_integer_value(mml) > 0) t->model_max_length = json_integer_value(mml);
+  else if (json_is_real(mml) && json_real_value(mml) >= 1.0 && json_real_value(mml) < 9.2e18)
+    t->model_max_length = (int64_t)json_real_value(mml);
+  else if (mml && !json_is_null(mml) && !json_is_number(mml))
+    H3_LOGW("%s: model_max_length is not a number; ignored", path);
   json_t *dec = json_object_get(cfg, "added_tokens_decoder");
   if (dec) {
     if (!json_is_object(dec)) {
@@ -335,7 +406,7 @@ static h3_status load_config(h3_tokenizer *t, const char *path) {
       char *end;
       errno = 0;
       long long id = strtoll(key, &end, 10);
-      if (!*key || *end || errno || id < 0 || id >= (1LL << 30)) {
+      if (!*key || *end || errno || id < 0 || id >= TK_MAX_ID) {
         st = h3_fail(H3_ERR_FORMAT, "%s: added_tokens_decoder: key \"%s\" is not a token id", path, key);
         goto done;
       }
@@ -528,11 +599,7 @@ static h3_status load_into(h3_tokenizer *t, const char *folder) {
       st = h3_fail(H3_ERR_NOT_FOUND, "%s: file not found (and no tokenizer.json in %s)", vj, folder);
       goto done;
     }
-    json_t *v;
-    if ((st = load_json(vj, &v)) != H3_OK) goto done;
-    st = add_vocab(t, v, vj);
-    json_decref(v);
-    if (st != H3_OK) goto done;
+    if ((st = add_vocab_file(t, vj)) != H3_OK) goto done;
     if ((st = load_merges_txt(t, mt)) != H3_OK) goto done;
     t->nfc = true; /* the Qwen2 tokenizer class always normalizes with NFC */
     t->source = vj;

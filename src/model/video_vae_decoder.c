@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/settings.h"
 #include "core/arena.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -138,11 +139,13 @@ static h3_status ctx_init(vv_ctx *c, h3_backend *be, const h3_vvae_weights *w, i
  * reference computes them in float32: pos = 2 (i + 0.5) / L - 1,
  * angle = (2 pi * pos) * inv_freq[f], inv_freq[f] = 1 / theta^(f * 6 / rot),
  * the 3F angles ordered (t, y, x) and repeated for the second half. */
-static void rope_tables(const h3_vvae_config *g, int64_t T, int64_t h, int64_t w, int64_t N, float *cs, float *sn) {
+static h3_status rope_tables(const h3_vvae_config *g, int64_t T, int64_t h, int64_t w, int64_t N, float *cs,
+                             float *sn) {
   int64_t rot = g->rope_dim, half = rot / 2, nf = rot / 6;
-  float inv[64];
+  float inv_stack[64], *inv = nf <= 64 ? inv_stack : malloc((size_t)nf * sizeof *inv);
+  if (!inv) return h3_fail(H3_ERR_NOMEM, "video VAE rotary frequencies (%lld)", (long long)nf);
   double step = 6.0 / (double)rot;
-  for (int64_t f = 0; f < nf && f < 64; f++)
+  for (int64_t f = 0; f < nf; f++)
     inv[f] = 1.0f / powf((float)g->rope_theta, (float)((double)f * step));
   const float two_pi = (float)(2.0 * M_PI);
   int64_t len[3] = {T, h, w};
@@ -166,6 +169,8 @@ static void rope_tables(const h3_vvae_config *g, int64_t T, int64_t h, int64_t w
     memcpy(c + half, c, (size_t)half * sizeof(float));
     memcpy(s + half, s, (size_t)half * sizeof(float));
   }
+  if (inv != inv_stack) free(inv);
+  return H3_OK;
 }
 
 static h3_status upload_f32(vv_ctx *c, h3_tensor *dst, const float *src, size_t n) {
@@ -181,7 +186,7 @@ static h3_status ensure_rope(vv_ctx *c, int64_t B, int64_t T, int64_t h, int64_t
   const h3_vvae_config *g = &c->w->cfg;
   int64_t rot = g->rope_dim, N = T * h * w + g->num_registers + 1;
   if (!rot || (c->rope_T == T && c->rope_h == h && c->rope_w == w && c->rope_B >= B)) return H3_OK;
-  rope_tables(g, T, h, w, N, c->cs, c->sn);
+  H3_TRY(rope_tables(g, T, h, w, N, c->cs, c->sn));
   size_t bytes = (size_t)(N * rot) * 4;
   for (int64_t b = 0; b < B; b++) {
     H3_TRY(c->be->ops->upload(c->be, (char *)c->cos.data + (size_t)b * bytes, c->cs, bytes));
@@ -573,17 +578,17 @@ h3_status h3_vvae_decode(h3_backend *be, const h3_vvae_weights *w, const h3_vvae
   if (!be) return h3_fail(H3_ERR_INVALID, "video VAE decode: no backend");
   const int nm = opts && opts->more_backends ? opts->n_more : 0;
   if (nm < 0 || nm > 63) return h3_fail(H3_ERR_INVALID, "video VAE decode: %d further backends", nm);
-  bool saved[64];
+  /* views with the decode's numerics: f32 ops never rounded, bf16 copies of the
+   * f32 weights for the half-precision GEMMs (the reference's autocast) */
+  h3_backend views[64];
   h3_backend *all[64];
-  all[0] = be;
-  for (int r = 1; r <= nm; r++) {
-    all[r] = opts->more_backends[r - 1];
-    if (!all[r]) return h3_fail(H3_ERR_INVALID, "video VAE decode: further backend %d is NULL", r);
+  for (int r = 0; r <= nm; r++) {
+    const h3_backend *b = r == 0 ? be : opts->more_backends[r - 1];
+    if (!b) return h3_fail(H3_ERR_INVALID, "video VAE decode: further backend %d is NULL", r);
+    views[r] = h3_backend_view(b, false, opts && opts->half);
+    all[r] = &views[r];
   }
-  for (int r = 0; r <= nm; r++) saved[r] = all[r]->narrow_weights, all[r]->narrow_weights = opts && opts->half;
-  h3_status s = vvae_decode(all, nm + 1, w, opts, latents, B, T, h, wd, frames);
-  for (int r = 0; r <= nm; r++) all[r]->narrow_weights = saved[r];
-  return s;
+  return vvae_decode(all, nm + 1, w, opts, latents, B, T, h, wd, frames);
 }
 
 /* ---- several backends: whole windows per rank --------------------------------------- */
@@ -745,8 +750,7 @@ static h3_status vvae_decode(h3_backend *const *bes, int nbe, const h3_vvae_weig
   int64_t done_frames = 0;
   /* H3_VVAE_TIMING=1: where the host's time goes (gather, queue, download incl. the wait
    * for the GPU, widen, stitch), printed at the end */
-  const char *te = getenv("H3_VVAE_TIMING");
-  const bool timing = te && *te && strcmp(te, "0") != 0;
+  const bool timing = h3_settings_get()->vvae_timing;
   double tm[5] = {0}, t0 = h3_now_s(), tl = t0;
 #define VV_LAP(i)                     \
   do {                                \

@@ -29,6 +29,16 @@ typedef enum h3_vvae_convention {
 
 const char *h3_vvae_convention_name(h3_vvae_convention c);
 
+/* Limits every config is checked against (far above the release: 24 latent
+ * channels, 36 layers of 32 x 64, factors 16 / 4); errors name the field. */
+#define H3_VVAE_MAX_LATENT 4096
+#define H3_VVAE_MAX_CHANNELS 65536
+#define H3_VVAE_MAX_LAYERS 10000
+#define H3_VVAE_MAX_HEADS 65536
+#define H3_VVAE_MAX_HEAD_DIM 65536
+#define H3_VVAE_MAX_WIDTH (1 << 22)
+#define H3_VVAE_MAX_FACTOR 4096
+
 typedef struct h3_vvae_config {
   int64_t latent_channels, out_channels;
   int64_t patch, patch_t;   /* spatial / temporal compression = decoder patch sizes */
@@ -78,6 +88,10 @@ typedef struct h3_vvae_weights {
  * VAE config; otherwise released defaults).  Binds and checks every decoder
  * tensor; encoder tensors and decoder.mask_token are ignored. */
 h3_status h3_vvae_open(const char *path, h3_vvae_weights **out);
+/* The config checks of h3_vvae_open alone (no weights needed: a snapshot of configs):
+ * locate the decoder at `path` and read its config files.  `config` (may be NULL) gets
+ * the architecture config used ("" when none). */
+h3_status h3_vvae_check_configs(const char *path, char *config, size_t cap);
 void h3_vvae_close(h3_vvae_weights *w);
 
 /* Queue background uploads of every decoder weight in forward order
@@ -98,6 +112,12 @@ h3_status h3_vvae_config_from_json(const struct json_t *root, const char *label,
 void h3_vvae_config_free(h3_vvae_config *c);
 
 /* ---- geometry (video_vae_tiling.c) ------------------------------------ */
+
+/* Limits of the geometry's inputs: lengths, tiles and steps in pixels or
+ * latent frames up to 2^31; temporal ratio, clip_length and token_drop up to
+ * 65536 (a config's are bounded when it is read). */
+#define H3_VVAE_MAX_PIXELS ((int64_t)1 << 31)
+#define H3_VVAE_MAX_CHUNK 65536
 
 /* Tiles along one axis (§5.1): n tiles of length `len` starting at start[j];
  * overlap[j] between tiles j and j+1.  One tile of the full length when

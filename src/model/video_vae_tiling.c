@@ -23,8 +23,9 @@ h3_status h3_vvae_split_tiles(int64_t length, int64_t tile, int64_t min_overlap,
   out->n = 0;
   out->len = 0;
   out->start = out->overlap = NULL;
-  if (length < 1 || tile < 1 || step < 1)
-    return h3_fail(H3_ERR_INVALID, "video VAE tiling: length %lld, tile %lld and step %lld must be positive",
+  if (length < 1 || tile < 1 || step < 1 || length > H3_VVAE_MAX_PIXELS || tile > H3_VVAE_MAX_PIXELS ||
+      step > H3_VVAE_MAX_PIXELS)
+    return h3_fail(H3_ERR_INVALID, "video VAE tiling: length %lld, tile %lld and step %lld must be in [1, 2^31]",
                    (long long)length, (long long)tile, (long long)step);
   int64_t n;
   if (tile >= length) {
@@ -64,10 +65,13 @@ h3_status h3_vvae_split_tiles(int64_t length, int64_t tile, int64_t min_overlap,
 
 h3_status h3_vvae_temporal_plan(const h3_vvae_config *c, int64_t t_lat, h3_vvae_tplan *p) {
   int64_t rt = c->patch_t, clip = c->clip_length, drop = c->token_drop;
-  if (rt < 1 || clip < 1 || drop < 0)
-    return h3_fail(H3_ERR_INVALID, "video VAE: temporal ratio %lld, clip_length %lld, token_drop %lld", (long long)rt,
-                   (long long)clip, (long long)drop);
-  if (t_lat < 1) return h3_fail(H3_ERR_INVALID, "video VAE decode: %lld latent frames", (long long)t_lat);
+  /* Bounded so that the plan's products fit an int64 and its padding loop is short. */
+  if (rt < 1 || clip < 1 || drop < 0 || rt > H3_VVAE_MAX_CHUNK || clip > H3_VVAE_MAX_CHUNK || drop > H3_VVAE_MAX_CHUNK)
+    return h3_fail(H3_ERR_INVALID,
+                   "video VAE: temporal ratio %lld, clip_length %lld, token_drop %lld (each in [1 or 0, 65536])",
+                   (long long)rt, (long long)clip, (long long)drop);
+  if (t_lat < 1 || t_lat > H3_VVAE_MAX_PIXELS)
+    return h3_fail(H3_ERR_INVALID, "video VAE decode: %lld latent frames", (long long)t_lat);
   p->t_lat = t_lat;
   p->pre = pos_mod(-clip, rt);
   int64_t tcs = (clip + rt - 1) / rt;

@@ -7,6 +7,7 @@
  * cannot tell (head split, patch sizes, RoPE, eps, chunking, tiling) comes from
  * the config or, without one, the released values. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "io/json_config.h"
 #include "io/paths.h"
 #include "model/video_vae_decoder.h"
+#include "model/video_vae_internal.h"
 
 /* Latent statistics of the release (video-vae.md §2.3), used only for a
  * checkpoint that carries neither a config nor latents_mean/latents_std. */
@@ -64,6 +66,10 @@ static void dirname_of(const char *p, char *out, size_t cap) {
 /* ---- config kinds ---------------------------------------------------------- */
 
 typedef enum cfg_kind { CFG_NONE = 0, CFG_DIFFUSERS, CFG_WRAPPER, CFG_SOURCE, CFG_OTHER } cfg_kind;
+
+_Static_assert((int)CFG_DIFFUSERS == (int)H3_VVAE_CFG_DIFFUSERS && (int)CFG_WRAPPER == (int)H3_VVAE_CFG_WRAPPER &&
+                   (int)CFG_SOURCE == (int)H3_VVAE_CFG_SOURCE && (int)CFG_OTHER == (int)H3_VVAE_CFG_OTHER,
+               "config kinds of video_vae_internal.h");
 
 static cfg_kind classify(const json_t *root) {
   const json_t *cls = json_object_get(root, "_class_name");
@@ -209,9 +215,13 @@ static h3_status cfg_float_array(const json_t *root, const char *label, const ch
   return H3_OK;
 }
 
-static h3_status cfg_product(const json_t *root, const char *label, const char *key, int64_t def, int64_t *out) {
+/* A list of downsampling factors (strides: each in [1, H3_VVAE_MAX_FACTOR]) and their
+ * product (at most H3_VVAE_MAX_FACTOR); `def` when absent.  *n_out: entries (0 absent). */
+static h3_status cfg_product(const json_t *root, const char *label, const char *key, int64_t def, int64_t *out,
+                             size_t *n_out) {
   int64_t v[16];
   size_t n = 0;
+  if (n_out) *n_out = 0;
   if (!json_object_get(root, key) || json_is_null(json_object_get(root, key))) {
     *out = def;
     return H3_OK;
@@ -219,17 +229,72 @@ static h3_status cfg_product(const json_t *root, const char *label, const char *
   H3_TRY(h3_cfg_int_array_var(root, label, key, v, 16, &n));
   int64_t p = 1;
   for (size_t i = 0; i < n; i++) {
-    if (v[i] < 1) return h3_fail(H3_ERR_FORMAT, "%s: config field '%s' has a factor %lld < 1", label, key, (long long)v[i]);
+    char name[96];
+    snprintf(name, sizeof name, "%s[%zu]", key, i);
+    H3_TRY(h3_cfg_range(label, name, v[i], 1, H3_VVAE_MAX_FACTOR));
     p *= v[i];
+    if (p > H3_VVAE_MAX_FACTOR)
+      return h3_fail(H3_ERR_FORMAT, "%s: config field '%s' multiplies to more than %d", label, key, H3_VVAE_MAX_FACTOR);
   }
   *out = p;
+  if (n_out) *n_out = n;
+  return H3_OK;
+}
+
+/* The fields of the diffusers config that only the reference's encoder reads.  h3 decodes
+ * only, but the reference builds the whole model from them and refuses what its modules
+ * refuse (autoencoder_kl_minimax_h3.py MiniMaxH3VideoEncoder3d, nn.GroupNorm, F.pad), so
+ * they are validated with the same rules. */
+static h3_status check_encoder_fields(const json_t *root, const char *path, size_t n_spatial, size_t n_temporal) {
+  int64_t v;
+  H3_TRY(h3_cfg_int_opt(root, path, "in_channels", 3, &v));
+  H3_TRY(h3_cfg_range(path, "in_channels", v, 1, H3_VVAE_MAX_CHANNELS));
+  H3_TRY(h3_cfg_int_opt(root, path, "layers_per_block", 2, &v));
+  H3_TRY(h3_cfg_range(path, "layers_per_block", v, 0, H3_VVAE_MAX_LAYERS));
+  int64_t groups;
+  H3_TRY(h3_cfg_int_opt(root, path, "norm_num_groups", 32, &groups));
+  H3_TRY(h3_cfg_range(path, "norm_num_groups", groups, 1, H3_VVAE_MAX_CHANNELS));
+  double eps;
+  H3_TRY(h3_cfg_float_opt(root, path, "norm_eps", 1e-6, &eps));
+  H3_TRY(h3_cfg_range_f(path, "norm_eps", eps, 0.0, 1.0));
+  const char *mode;
+  H3_TRY(h3_cfg_string_opt(root, path, "spatial_padding_mode", "reflect", &mode));
+  if (strcmp(mode, "reflect") && strcmp(mode, "replicate") && strcmp(mode, "circular") && strcmp(mode, "constant"))
+    return h3_fail(H3_ERR_FORMAT,
+                   "%s: config field 'spatial_padding_mode' is '%s'; torch's F.pad takes 'reflect', 'replicate', "
+                   "'circular' or 'constant'",
+                   path, mode);
+  int64_t ch[16] = {128, 256, 256, 512, 512, 1024};
+  size_t nch = 6;
+  const json_t *b = json_object_get(root, "block_out_channels");
+  if (b && !json_is_null(b)) H3_TRY(h3_cfg_int_array_var(root, path, "block_out_channels", ch, 16, &nch));
+  if (nch < 1) return h3_fail(H3_ERR_FORMAT, "%s: config field 'block_out_channels' is empty", path);
+  for (size_t i = 0; i < nch; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "block_out_channels[%zu]", i);
+    H3_TRY(h3_cfg_range(path, name, ch[i], 1, H3_VVAE_MAX_CHANNELS));
+    if (ch[i] % groups)
+      return h3_fail(H3_ERR_FORMAT,
+                     "%s: config field 'block_out_channels[%zu]' = %lld is not divisible by norm_num_groups %lld "
+                     "(the reference's GroupNorm refuses it)",
+                     path, i, (long long)ch[i], (long long)groups);
+  }
+  /* the reference indexes both factor lists by block (absent lists: its 6-entry defaults) */
+  if (!n_spatial) n_spatial = 6;
+  if (!n_temporal) n_temporal = 6;
+  if (n_spatial < nch || n_temporal < nch)
+    return h3_fail(H3_ERR_FORMAT,
+                   "%s: spatial_downsample_factors (%zu) and temporal_downsample_factors (%zu) need an entry for each "
+                   "of the %zu block_out_channels",
+                   path, n_spatial, n_temporal, nch);
   return H3_OK;
 }
 
 /* Sizes a config declares (-1: not declared) and the config fields that declare them, which the
  * tensor shapes must then agree with. */
 typedef struct declared {
-  int64_t latent_channels, layers, registers, ffn_mult;
+  int64_t latent_channels, layers, registers;
+  double ffn_mult; /* a real: diffusers' FeedForward takes inner = int(dim * mult) */
   const char *f_latent, *f_layers, *f_registers, *f_ffn;
 } declared;
 
@@ -253,30 +318,51 @@ static void set_release_defaults(h3_vvae_config *c) {
   memcpy(c->pixel_std, ps, sizeof ps);
 }
 
-/* The fields of a parsed diffusers config (`path` labels errors). */
+/* The fields of a parsed diffusers config (`path` labels errors): every field the
+ * reference's AutoencoderKLMiniMaxH3.__init__ reads is checked with its rules and bounded. */
 static h3_status read_diffusers_root(const json_t *root, const char *path, h3_vvae_config *c, declared *d,
                                      float **mean, float **std, int *have_stats) {
   h3_status s = H3_OK;
+  size_t ns = 0, nt = 0;
 #define T(x)                 \
   do {                       \
     if (s == H3_OK) s = (x); \
   } while (0)
   T(h3_cfg_int_opt(root, path, "latent_channels", 24, &d->latent_channels));
+  T(h3_cfg_range(path, "latent_channels", d->latent_channels, 1, H3_VVAE_MAX_LATENT));
   T(h3_cfg_int_opt(root, path, "out_channels", 3, &c->out_channels));
-  T(cfg_product(root, path, "spatial_downsample_factors", 16, &c->patch));
-  T(cfg_product(root, path, "temporal_downsample_factors", 4, &c->patch_t));
+  T(h3_cfg_range(path, "out_channels", c->out_channels, 1, H3_VVAE_MAX_CHANNELS));
+  T(cfg_product(root, path, "spatial_downsample_factors", 16, &c->patch, &ns));
+  T(cfg_product(root, path, "temporal_downsample_factors", 4, &c->patch_t, &nt));
+  T(check_encoder_fields(root, path, ns, nt));
   T(h3_cfg_int_opt(root, path, "decoder_num_layers", 36, &d->layers));
+  T(h3_cfg_range(path, "decoder_num_layers", d->layers, 0, H3_VVAE_MAX_LAYERS));
   T(h3_cfg_int_opt(root, path, "decoder_num_attention_heads", 32, &c->heads));
+  T(h3_cfg_range(path, "decoder_num_attention_heads", c->heads, 1, H3_VVAE_MAX_HEADS));
   T(h3_cfg_int_opt(root, path, "decoder_attention_head_dim", 64, &c->head_dim));
+  T(h3_cfg_range(path, "decoder_attention_head_dim", c->head_dim, 1, H3_VVAE_MAX_HEAD_DIM));
+  if (s == H3_OK && c->heads * c->head_dim > H3_VVAE_MAX_WIDTH)
+    s = h3_fail(H3_ERR_FORMAT, "%s: decoder_num_attention_heads x decoder_attention_head_dim = %lld exceeds the limit %d",
+                path, (long long)(c->heads * c->head_dim), H3_VVAE_MAX_WIDTH);
   T(h3_cfg_int_opt(root, path, "decoder_num_register_tokens", 4, &d->registers));
-  T(h3_cfg_int_opt(root, path, "decoder_ffn_mult", 4, &d->ffn_mult));
+  T(h3_cfg_range(path, "decoder_num_register_tokens", d->registers, 0, H3_VVAE_MAX_CHANNELS));
+  T(h3_cfg_float_opt(root, path, "decoder_ffn_mult", 4.0, &d->ffn_mult));
+  T(h3_cfg_range_f(path, "decoder_ffn_mult", d->ffn_mult, 1e-6, 1024.0));
+  if (s == H3_OK && (int64_t)((double)(c->heads * c->head_dim) * d->ffn_mult) < 1)
+    s = h3_fail(H3_ERR_FORMAT, "%s: decoder_ffn_mult %g gives an FFN of int(%lld x %g) = 0 channels", path, d->ffn_mult,
+                (long long)(c->heads * c->head_dim), d->ffn_mult);
   T(h3_cfg_float_opt(root, path, "decoder_rope_theta", 100.0, &c->rope_theta));
+  if (s == H3_OK && !(c->rope_theta > 0 && isfinite(c->rope_theta)))
+    s = h3_fail(H3_ERR_FORMAT, "%s: config field 'decoder_rope_theta' is %g; it must be a finite positive number", path,
+                c->rope_theta);
   T(h3_cfg_float_opt(root, path, "decoder_rope_dim_ratio", 0.75, &c->rope_dim_ratio));
+  T(h3_cfg_range_f(path, "decoder_rope_dim_ratio", c->rope_dim_ratio, 0.0, 1.0));
   T(h3_cfg_float_opt(root, path, "decoder_norm_eps", 1e-5, &c->norm_eps));
+  T(h3_cfg_range_f(path, "decoder_norm_eps", c->norm_eps, 0.0, 1.0));
   T(h3_cfg_int_opt(root, path, "clip_length", 17, &c->clip_length));
+  T(h3_cfg_range(path, "clip_length", c->clip_length, 1, H3_VVAE_MAX_CHANNELS));
   T(h3_cfg_int_opt(root, path, "token_drop", 3, &c->token_drop));
-  if (s == H3_OK && (d->latent_channels < 1 || d->latent_channels > 4096))
-    s = h3_fail(H3_ERR_FORMAT, "%s: config field 'latent_channels' is %lld", path, (long long)d->latent_channels);
+  T(h3_cfg_range(path, "token_drop", c->token_drop, 0, H3_VVAE_MAX_CHANNELS));
   if (s == H3_OK) {
     int pm = 0, ps = 0;
     *mean = calloc((size_t)d->latent_channels, sizeof(float));
@@ -341,8 +427,10 @@ static h3_status read_source(const char *path, h3_vvae_config *c, declared *d) {
     s = h3_fail(H3_ERR_FORMAT, "%s: z_channels %lld and embed_dim %lld differ", path, (long long)z, (long long)e);
   d->latent_channels = e > 0 ? e : z;
   T(h3_cfg_int_opt(root, path, "out_ch", 3, &c->out_channels));
-  T(cfg_product(root, path, "space_down", 16, &sp));
-  T(cfg_product(root, path, "time_down", 4, &tp));
+  T(cfg_product(root, path, "space_down", 16, &sp, NULL));
+  T(cfg_product(root, path, "time_down", 4, &tp, NULL));
+  if (s == H3_OK && d->latent_channels > 0) s = h3_cfg_range(path, "embed_dim", d->latent_channels, 1, H3_VVAE_MAX_LATENT);
+  T(h3_cfg_range(path, "out_ch", c->out_channels, 1, H3_VVAE_MAX_CHANNELS));
   T(h3_cfg_int_opt(root, path, "vae_ratio", sp, &c->patch));
   T(h3_cfg_int_opt(root, path, "vae_ratio_t", tp, &c->patch_t));
   if (s == H3_OK && (c->patch != sp || c->patch_t != tp))
@@ -354,13 +442,22 @@ static h3_status read_source(const char *path, h3_vvae_config *c, declared *d) {
   T(h3_cfg_object(root, path, "vit_decoder_kwargs", &vit));
   if (s == H3_OK) {
     T(h3_cfg_int_opt(vit, vlabel, "num_layers", -1, &d->layers));
+    if (s == H3_OK && d->layers != -1) s = h3_cfg_range(vlabel, "num_layers", d->layers, 0, H3_VVAE_MAX_LAYERS);
     T(h3_cfg_int_opt(vit, vlabel, "heads", 32, &c->heads));
+    T(h3_cfg_range(vlabel, "heads", c->heads, 1, H3_VVAE_MAX_HEADS));
     T(h3_cfg_int_opt(vit, vlabel, "dim_head", 64, &c->head_dim));
+    T(h3_cfg_range(vlabel, "dim_head", c->head_dim, 1, H3_VVAE_MAX_HEAD_DIM));
     T(h3_cfg_float_opt(vit, vlabel, "rope_theta", 100.0, &c->rope_theta));
     T(h3_cfg_float_opt(vit, vlabel, "rope_dim_ratio", 0.75, &c->rope_dim_ratio));
     T(h3_cfg_float_opt(vit, vlabel, "eps", 1e-5, &c->norm_eps));
+    T(h3_cfg_range_f(vlabel, "rope_theta", c->rope_theta, 1e-300, 1e300));
+    T(h3_cfg_range_f(vlabel, "rope_dim_ratio", c->rope_dim_ratio, 0.0, 1.0));
+    T(h3_cfg_range_f(vlabel, "eps", c->norm_eps, 0.0, 1.0));
     T(h3_cfg_int_opt(vit, vlabel, "num_register_tokens", -1, &d->registers));
-    T(h3_cfg_int_opt(vit, vlabel, "ffn_mult", -1, &d->ffn_mult));
+    if (s == H3_OK && d->registers != -1)
+      s = h3_cfg_range(vlabel, "num_register_tokens", d->registers, 0, H3_VVAE_MAX_CHANNELS);
+    T(h3_cfg_float_opt(vit, vlabel, "ffn_mult", -1.0, &d->ffn_mult));
+    if (s == H3_OK && d->ffn_mult != -1.0) s = h3_cfg_range_f(vlabel, "ffn_mult", d->ffn_mult, 1e-6, 1024.0);
     T(require_str(vit, vlabel, "norm_type", "rms_norm"));
     T(require_str(vit, vlabel, "qk_norm_type", "rms_norm"));
     T(require_bool(vit, vlabel, "norm_affine", true));
@@ -389,6 +486,11 @@ static h3_status read_wrapper(const char *path, h3_vvae_config *c, int64_t *late
   T(h3_cfg_int_opt(root, path, "vae_tile_size", 256, &c->tile_h));
   T(h3_cfg_int_opt(root, path, "vae_tile_overlap_min", 64, &c->tile_overlap_h));
   T(h3_cfg_int_opt(root, path, "latent_channels", -1, &lc));
+  T(h3_cfg_range(path, "vae_clip_length", c->clip_length, 1, H3_VVAE_MAX_CHANNELS));
+  T(h3_cfg_range(path, "vae_token_drop", c->token_drop, 0, H3_VVAE_MAX_CHANNELS));
+  T(h3_cfg_range(path, "vae_tile_size", c->tile_h, 1, H3_VVAE_MAX_CHANNELS));
+  T(h3_cfg_range(path, "vae_tile_overlap_min", c->tile_overlap_h, 0, H3_VVAE_MAX_CHANNELS));
+  if (s == H3_OK && lc != -1) s = h3_cfg_range(path, "latent_channels", lc, 1, H3_VVAE_MAX_LATENT);
   c->tiling = tiling != 0;
   c->tile_w = c->tile_h;
   c->tile_overlap_w = c->tile_overlap_h;
@@ -422,10 +524,12 @@ static const h3_st_entry *find(const h3_vvae_weights *w, const char *name) {
   return h3_st_set_find(w->set, full);
 }
 
-/* Bind `name` with the expected shape (a -1 entry accepts any size and reports it). */
-static h3_status bind(h3_vvae_weights *w, const char *name, int ndim, int64_t *shape, h3_tensor *out) {
-  const h3_st_entry *e = find(w, name);
-  if (!e) return h3_fail(H3_ERR_NOT_FOUND, "%s: missing tensor '%s%s'", w->weights_path, w->prefix, name);
+h3_vvae_cfg_kind h3_vvae_config_kind(const json_t *root) { return (h3_vvae_cfg_kind)classify(root); }
+
+const h3_st_entry *h3_vvae_find(const h3_vvae_weights *w, const char *name) { return find(w, name); }
+
+h3_status h3_vvae_check_entry(const h3_vvae_weights *w, const h3_st_entry *e, const char *name, int ndim,
+                              int64_t *shape, h3_tensor *out) {
   char want[128], got[128];
   int ok = e->ndim == ndim;
   for (int i = 0; ok && i < ndim; i++)
@@ -442,6 +546,14 @@ static h3_status bind(h3_vvae_weights *w, const char *name, int ndim, int64_t *s
                    w->prefix, name, h3_dtype_name(e->dtype) ? h3_dtype_name(e->dtype) : "?");
   for (int i = 0; i < ndim; i++) shape[i] = e->shape[i];
   *out = h3_st_tensor(e);
+  return H3_OK;
+}
+
+/* Bind `name` with the expected shape (a -1 entry accepts any size and reports it). */
+static h3_status bind(h3_vvae_weights *w, const char *name, int ndim, int64_t *shape, h3_tensor *out) {
+  const h3_st_entry *e = find(w, name);
+  if (!e) return h3_fail(H3_ERR_NOT_FOUND, "%s: missing tensor '%s%s'", w->weights_path, w->prefix, name);
+  H3_TRY(h3_vvae_check_entry(w, e, name, ndim, shape, out));
   if (w->n_bound >= w->bound_cap) {
     int64_t cap = w->bound_cap ? 2 * w->bound_cap : 64;
     const h3_st_entry **nb = realloc(w->bound, (size_t)cap * sizeof *nb);
@@ -478,6 +590,12 @@ static h3_status detect_prefix(h3_vvae_weights *w) {
     w->prefix[l - kl] = '\0';
     found = 1;
   }
+  if (!found) {
+    /* a decoder without blocks (decoder_num_layers 0): the input projection, in either naming */
+    static const char *const alt[] = {"decoder.proj_in.weight", "decoder.x_embedder.weight"};
+    for (int a = 0; a < 2 && !found; a++)
+      if (h3_st_set_find(w->set, alt[a])) found = 1; /* only unprefixed, so as not to guess a prefix */
+  }
   if (!found)
     return h3_fail(H3_ERR_NOT_FOUND, "%s: no video VAE decoder tensors (no '%s')", w->weights_path, key);
   return H3_OK;
@@ -491,12 +609,15 @@ static h3_status check_decl(const h3_vvae_weights *w, const char *cfg_label, con
   return H3_OK;
 }
 
-/* Rotated channels per head from head_dim and rope_dim_ratio (int(), as the reference). */
+/* Rotated channels per head from head_dim and rope_dim_ratio (int(), as the reference).
+ * The reference's MiniMaxH3VideoRotaryPosEmbed requires a multiple of 6 and divides by it
+ * (0 fails there too). */
 static h3_status derive_rope(h3_vvae_config *c, const char *cfg_label) {
   c->rope_dim = (int64_t)((double)c->head_dim * c->rope_dim_ratio);
-  if (c->rope_dim < 0 || c->rope_dim > c->head_dim || c->rope_dim % 6 != 0 || c->rope_dim / 6 > 64)
+  if (c->rope_dim < 6 || c->rope_dim > c->head_dim || c->rope_dim % 6 != 0)
     return h3_fail(H3_ERR_UNSUPPORTED,
-                   "%s: rope_dim_ratio %g gives %lld rotated channels per head; must be a multiple of 6 up to %lld",
+                   "%s: rope_dim_ratio %g gives %lld rotated channels per head; must be a positive multiple of 6 up to "
+                   "%lld",
                    cfg_label, c->rope_dim_ratio, (long long)c->rope_dim, (long long)c->head_dim);
   return H3_OK;
 }
@@ -540,8 +661,11 @@ static h3_status bind_all(h3_vvae_weights *w, const declared *d, const char *cfg
   }
   c->num_layers = L;
   H3_TRY(check_decl(w, cfg_label, d->f_layers, d->layers, L, "transformer blocks"));
-  if (L < 1) return h3_fail(H3_ERR_NOT_FOUND, "%s: no decoder transformer blocks", w->weights_path);
-  w->blocks = calloc((size_t)L, sizeof *w->blocks);
+  /* a decoder of 0 blocks is what the reference builds from decoder_num_layers 0 (range(0)):
+   * accepted when a config declares it */
+  if (L < 1 && d->layers != 0)
+    return h3_fail(H3_ERR_NOT_FOUND, "%s: no decoder transformer blocks", w->weights_path);
+  w->blocks = calloc((size_t)(L ? L : 1), sizeof *w->blocks);
   if (!w->blocks) return h3_fail(H3_ERR_NOMEM, "video VAE: %lld blocks", (long long)L);
 
   int64_t H = c->heads, hd = c->head_dim;
@@ -589,9 +713,10 @@ static h3_status bind_all(h3_vvae_weights *w, const declared *d, const char *cfg
     H3_TRY(bind(w, NM(orig ? "ff.w2.weight" : "ff.net.2.weight"), 2, f2, &b->w2));
     if (k == 0) {
       c->ffn_inner = f2[1];
-      if (d->ffn_mult >= 0 && d->ffn_mult * D != c->ffn_inner)
-        return h3_fail(H3_ERR_SHAPE, "%s: config field '%s' %lld x width %lld != FFN width %lld of %s",
-                       cfg_label, d->f_ffn, (long long)d->ffn_mult, (long long)D, (long long)c->ffn_inner, w->weights_path);
+      if (d->ffn_mult > 0 && (int64_t)((double)D * d->ffn_mult) != c->ffn_inner)
+        return h3_fail(H3_ERR_SHAPE, "%s: config field '%s': int(%g x width %lld) = %lld != FFN width %lld of %s",
+                       cfg_label, d->f_ffn, d->ffn_mult, (long long)D, (long long)((double)D * d->ffn_mult),
+                       (long long)c->ffn_inner, w->weights_path);
     }
     int64_t F = c->ffn_inner;
     H3_TRY(bind_vec(w, NM(orig ? "ff.w2.bias" : "ff.net.2.bias"), D, &b->b2));
@@ -704,6 +829,53 @@ void h3_vvae_close(h3_vvae_weights *w) {
   free(w);
 }
 
+/* The configs of a located decoder (diffusers, or original source + wrapper). */
+static h3_status read_configs(const located *L, h3_vvae_config *c, declared *d, float **cfg_mean, float **cfg_std,
+                              int *have_cfg_stats) {
+  set_release_defaults(c);
+  *d = (declared){-1, -1, -1, -1.0, "latent_channels", "num_layers", "num_register_tokens", "ffn_mult"};
+  h3_status s = H3_OK;
+  if (L->arch_kind == CFG_DIFFUSERS) {
+    d->f_layers = "decoder_num_layers";
+    d->f_registers = "decoder_num_register_tokens";
+    d->f_ffn = "decoder_ffn_mult";
+    s = read_diffusers(L->arch, c, d, cfg_mean, cfg_std, have_cfg_stats);
+    c->tiling = 1; /* diffusers: tiling on, 256 / 64 (instance defaults) */
+  } else if (L->arch_kind == CFG_SOURCE) {
+    d->f_latent = "embed_dim";
+    d->f_layers = "vit_decoder_kwargs.num_layers";
+    d->f_registers = "vit_decoder_kwargs.num_register_tokens";
+    d->f_ffn = "vit_decoder_kwargs.ffn_mult";
+    s = read_source(L->arch, c, d);
+  }
+  if (s == H3_OK && L->wrapper[0] && L->arch_kind != CFG_DIFFUSERS) {
+    int64_t lc = d->latent_channels;
+    s = read_wrapper(L->wrapper, c, &lc, cfg_mean, cfg_std, have_cfg_stats);
+    if (s == H3_OK && d->latent_channels < 0) d->latent_channels = lc;
+  }
+  return s;
+}
+
+h3_status h3_vvae_check_configs(const char *path, char *config, size_t cap) {
+  located L;
+  H3_TRY(locate(path, &L, 0));
+  if (config && cap) snprintf(config, cap, "%s", L.arch[0] ? L.arch : L.wrapper);
+  h3_vvae_config c;
+  declared d;
+  float *mean = NULL, *std = NULL;
+  int have = 0;
+  h3_status s = read_configs(&L, &c, &d, &mean, &std, &have);
+  if (s == H3_OK && L.arch_kind != CFG_NONE) {
+    if (c.heads * c.head_dim > 0) s = derive_rope(&c, L.arch);
+    if (s == H3_OK && c.out_channels != 3)
+      s = h3_fail(H3_ERR_UNSUPPORTED, "%s: out_channels %lld (ImageNet de-normalization needs 3)", L.arch,
+                  (long long)c.out_channels);
+  }
+  free(mean);
+  free(std);
+  return s;
+}
+
 h3_status h3_vvae_open(const char *path, h3_vvae_weights **out) {
   *out = NULL;
   located L;
@@ -714,31 +886,11 @@ h3_status h3_vvae_open(const char *path, h3_vvae_weights **out) {
   snprintf(w->config_path, sizeof w->config_path, "%s", L.arch);
   snprintf(w->wrapper_path, sizeof w->wrapper_path, "%s", L.wrapper);
   h3_vvae_config *c = &w->cfg;
-  set_release_defaults(c);
-  declared d = {-1, -1, -1, -1, "latent_channels", "num_layers", "num_register_tokens", "ffn_mult"};
+  declared d;
   float *cfg_mean = NULL, *cfg_std = NULL;
   int have_cfg_stats = 0;
-  h3_status s = H3_OK;
   const char *cfg_label = L.arch[0] ? L.arch : (L.wrapper[0] ? L.wrapper : "(released defaults)");
-
-  if (L.arch_kind == CFG_DIFFUSERS) {
-    d.f_layers = "decoder_num_layers";
-    d.f_registers = "decoder_num_register_tokens";
-    d.f_ffn = "decoder_ffn_mult";
-    s = read_diffusers(L.arch, c, &d, &cfg_mean, &cfg_std, &have_cfg_stats);
-    c->tiling = 1; /* diffusers: tiling on, 256 / 64 (instance defaults) */
-  } else if (L.arch_kind == CFG_SOURCE) {
-    d.f_latent = "embed_dim";
-    d.f_layers = "vit_decoder_kwargs.num_layers";
-    d.f_registers = "vit_decoder_kwargs.num_register_tokens";
-    d.f_ffn = "vit_decoder_kwargs.ffn_mult";
-    s = read_source(L.arch, c, &d);
-  }
-  if (s == H3_OK && L.wrapper[0] && L.arch_kind != CFG_DIFFUSERS) {
-    int64_t lc = d.latent_channels;
-    s = read_wrapper(L.wrapper, c, &lc, &cfg_mean, &cfg_std, &have_cfg_stats);
-    if (s == H3_OK && d.latent_channels < 0) d.latent_channels = lc;
-  }
+  h3_status s = read_configs(&L, c, &d, &cfg_mean, &cfg_std, &have_cfg_stats);
 
   if (s == H3_OK) s = h3_st_set_open(L.weights, &w->set);
   if (s == H3_OK) s = detect_prefix(w);
@@ -827,7 +979,7 @@ h3_status h3_vvae_config_from_json(const json_t *root, const char *label, h3_vva
     return h3_fail(H3_ERR_FORMAT, "%s: not a diffusers video VAE config (AutoencoderKLMiniMaxH3)", label);
   h3_vvae_config *c = out;
   set_release_defaults(c);
-  declared d = {-1, -1, -1, -1, "latent_channels", "decoder_num_layers", "decoder_num_register_tokens",
+  declared d = {-1, -1, -1, -1.0, "latent_channels", "decoder_num_layers", "decoder_num_register_tokens",
                 "decoder_ffn_mult"};
   float *mean = NULL, *std = NULL;
   int have = 0;
@@ -840,14 +992,14 @@ h3_status h3_vvae_config_from_json(const json_t *root, const char *label, h3_vva
     c->num_layers = d.layers;
     c->num_registers = d.registers;
     c->dim = c->heads * c->head_dim;
-    c->ffn_inner = d.ffn_mult * c->dim;
-    if (c->heads < 1 || c->head_dim < 1 || c->num_layers < 1 || c->num_registers < 0 || d.ffn_mult < 1 ||
+    c->ffn_inner = (int64_t)((double)c->dim * d.ffn_mult); /* int(dim * mult), as diffusers' FeedForward */
+    if (c->heads < 1 || c->head_dim < 1 || c->num_layers < 0 || c->num_registers < 0 || c->ffn_inner < 1 ||
         c->out_channels != 3)
       s = h3_fail(H3_ERR_FORMAT,
                   "%s: unsupported decoder sizes (heads %lld, head_dim %lld, layers %lld, registers %lld, ffn_mult "
-                  "%lld, out_channels %lld)",
+                  "%g, out_channels %lld)",
                   label, (long long)c->heads, (long long)c->head_dim, (long long)c->num_layers,
-                  (long long)c->num_registers, (long long)d.ffn_mult, (long long)c->out_channels);
+                  (long long)c->num_registers, d.ffn_mult, (long long)c->out_channels);
   }
   if (s == H3_OK) s = derive_rope(c, label);
   if (s != H3_OK) h3_vvae_config_free(c);

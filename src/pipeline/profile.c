@@ -6,20 +6,8 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/rss.h"
 #include "core/log.h"
-
-/* Resident set now (from /proc/self/statm; 0 when unavailable) and the process's high-water. */
-static void host_rss(size_t *now, size_t *peak) {
-  *now = *peak = 0;
-  FILE *f = fopen("/proc/self/statm", "r");
-  if (f) {
-    unsigned long size = 0, res = 0;
-    if (fscanf(f, "%lu %lu", &size, &res) == 2) *now = (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
-    fclose(f);
-  }
-  struct rusage ru;
-  if (getrusage(RUSAGE_SELF, &ru) == 0) *peak = (size_t)ru.ru_maxrss * 1024;
-}
 
 void h3_profile_init(h3_profile *p, h3_backend *be) {
   if (!p) return;
@@ -94,7 +82,7 @@ void h3_profile_end(h3_profile *p) {
       p->bg_bytes = m.bg_bytes;
     }
   }
-  host_rss(&r->rss, &r->rss_peak);
+  h3_process_rss(&r->rss, &r->rss_peak);
   p->open = false;
   p->n++;
 }

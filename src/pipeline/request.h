@@ -89,6 +89,8 @@ typedef struct h3_request {
   /* ref2va: references in request order. */
   const h3_request_ref *refs;
   int64_t num_refs;
+  /* The schedules' shifts (scheduler.h); 0 = the release's 12 (video) / 3 (audio). */
+  float video_shift, audio_shift;
 } h3_request;
 
 /* A validated, snapped request: everything later stages key off. */

@@ -2,8 +2,8 @@
 # h3 info on full-size sparse shards carrying the real MiniMax-H3 names and shapes
 # (original release FL2VA/ and the diffusers transformer/ layout): right counts, no data read.
 set -euo pipefail
-: "${H3:?}" "${H3_SOURCE_DIR:?}" "${H3_SHARED_DIR:?}"
-snap="$H3_SHARED_DIR/data/minimax-h3-snapshot"
+: "${H3:?}" "${H3_SOURCE_DIR:?}"
+snap="$H3_SOURCE_DIR/tests/data/minimax-h3-snapshot"   # the release's configs + indexes (SOURCE.md there)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 python3 "$H3_SOURCE_DIR/tests/tools/make_sparse_shards.py" "$snap/FL2VA/transformer" "$tmp/FL2VA/transformer" >/dev/null
 python3 "$H3_SOURCE_DIR/tests/tools/make_sparse_shards.py" "$snap/transformer" "$tmp/transformer" >/dev/null

@@ -39,7 +39,7 @@ PY
 "$H3" generate --device cpu -q -p "a red fox" --frames 22 --size 128 --steps 2 --seed 7 -o "$tmp/b.safetensors" \
   >/dev/null 2>"$tmp/err2"
 grep -q "^profile" "$tmp/err2" && bad "table without --profile" || ok "no table without --profile"
-"$H3" generate --help | grep -q -- "--profile" && ok "--help lists --profile" || bad "--help"
+help=$("$H3" generate --help) && grep -q -- "--profile" <<<"$help" && ok "--help lists --profile" || bad "--help"
 
 # h3 stage dit --profile --repeat 2
 d="$H3_SOURCE_DIR/tests/golden/dit/tiny"

@@ -3,14 +3,11 @@
 # snapshot-root and single-file (Comfy naming) models, prompts from the golden cases,
 # compared with the transformers reference; ids and tags exact; error exits.
 set -euo pipefail
-: "${H3:?}" "${H3_SOURCE_DIR:?}" "${H3_SHARED_DIR:?}"
+: "${H3:?}" "${H3_SOURCE_DIR:?}"
 g="$H3_SOURCE_DIR/tests/golden/text_encoder"
 st="python3 $H3_SOURCE_DIR/tests/tools/st_tool.py"
-tokdir="$H3_SHARED_DIR/data/minimax-h3-snapshot/tokenizer"
-if [ ! -f "$tokdir/vocab.json" ]; then
-  echo "no snapshot tokenizer at $tokdir: skipped"
-  exit 0
-fi
+tokdir="$H3_SOURCE_DIR/tests/data/minimax-h3-snapshot/tokenizer"   # the release's vocab.json + merges.txt
+[ -f "$tokdir/vocab.json" ] || { echo "FAIL: no release tokenizer at $tokdir (tests/data is part of the project)"; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 te="$tmp/snap/text_encoder"
 mkdir -p "$te"

@@ -5,7 +5,7 @@
 set -euo pipefail
 : "${H3:?H3 (path of the h3 binary) not set}"
 src=${H3_SOURCE_DIR:?}
-snap=${H3_SHARED_DIR:?}/data/minimax-h3-snapshot
+snap=$src/tests/data/minimax-h3-snapshot   # the release's vocab.json + merges.txt (SOURCE.md there)
 golden=$src/tests/golden/tokenizer
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -30,15 +30,12 @@ check() { # name, model
 
 gzip -dc "$golden/tokenizer.json.gz" >"$tmp/tokenizer.json"
 check "tokenizer.json folder" "$tmp"
-if [ -d "$snap/tokenizer" ]; then
-  check "snapshot root" "$snap"
-  # --in / --out files
-  "$H3" stage tokenize --model "$snap/tokenizer" --in "$tmp/in.jsonl" --out "$tmp/got2.jsonl"
-  cmp -s "$tmp/got2.jsonl" "$tmp/want.jsonl" || { echo "FAIL: --in/--out"; exit 1; }
-  echo "ok: --in/--out"
-else
-  echo "skip: $snap not found"
-fi
+[ -d "$snap/tokenizer" ] || { echo "FAIL: $snap/tokenizer missing (tests/data is part of the project)"; exit 1; }
+check "snapshot root" "$snap"
+# --in / --out files
+"$H3" stage tokenize --model "$snap/tokenizer" --in "$tmp/in.jsonl" --out "$tmp/got2.jsonl"
+cmp -s "$tmp/got2.jsonl" "$tmp/want.jsonl" || { echo "FAIL: --in/--out"; exit 1; }
+echo "ok: --in/--out"
 
 expect_rc() { # want, description, command...
   local want=$1 what=$2; shift 2

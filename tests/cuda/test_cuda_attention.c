@@ -6,6 +6,9 @@
  *  - grouped-query attention (4 heads on 2 k/v heads), both layouts;
  *  - strides that are not multiples of 8 elements (the 2-byte load path);
  *  - head_dim without a tensor-core instance (80, 256 bf16; 24, 256 f32);
+ *  - head_dim 72 bf16 (the vision tower: the tensor-core kernel at a padded
+ *    width of 80, H3_ATTN_PAD): ragged S, GQA, causal, unaligned strides (the
+ *    element loads), several sequences, the release's 16 heads x 4032 rows;
  *  - output columns past heads*head_dim and past the view untouched;
  *  - argument errors.
  * BF16 runs on bf16-rounded inputs and must match the CPU's f32 result on the
@@ -35,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/settings.h"
 #include "backend/backend.h"
 #include "backend/cuda/cuda_attention.h"
 #include "backend/cuda/cuda_attention_sm90.h"
@@ -240,11 +244,13 @@ static double g_worst_cpu[NKERN], g_worst_fa2[NKERN];
 static int g_sm90; /* the device runs the Hopper kernel */
 static int g_kcases;
 
+/* The kernel choice the library reads (its settings are read once from the environment). */
 static void set_kernel(const char *k) {
-  if (k && k[0])
-    setenv("H3_ATTN_KERNEL", k, 1);
-  else
-    unsetenv("H3_ATTN_KERNEL");
+  h3_attn_kernel_choice c = H3_ATTN_AUTO;
+  if (k && !strcmp(k, "fa2")) c = H3_ATTN_FA2;
+  else if (k && !strcmp(k, "sm90-pp")) c = H3_ATTN_SM90_PP;
+  else if (k && !strcmp(k, "sm90-nopp")) c = H3_ATTN_SM90_NOPP;
+  h3_settings_mutable()->attn_kernel = c;
 }
 
 /* c: BF16, non-causal or causal; scale_mul multiplies the usual 1/sqrt(D) */
@@ -610,6 +616,14 @@ int main(void) {
         {.H = 2, .KV = 0, .D = 16, .S = 129, .causal = 1, .interleave = 1, .pad = 8, .bf16 = 1},
         {.H = 2, .KV = 0, .D = 128, .S = 300, .causal = 0, .interleave = 0, .pad = 8, .bf16 = 1},
         {.H = 2, .KV = 0, .D = 80, .S = 333, .causal = 1, .interleave = 0, .pad = 0, .bf16 = 1},
+        /* head_dim 72: the padded tensor-core instance (cp.async chunks; 2-byte loads where pad % 8 != 0) */
+        {.H = 2, .KV = 0, .D = 72, .S = 1, .causal = 0, .interleave = 0, .pad = 0, .bf16 = 1},
+        {.H = 2, .KV = 0, .D = 72, .S = 65, .causal = 0, .interleave = 1, .pad = 8, .bf16 = 1},
+        {.H = 3, .KV = 0, .D = 72, .S = 129, .causal = 0, .interleave = 0, .pad = 3, .bf16 = 1},
+        {.H = 2, .KV = 0, .D = 72, .S = 333, .causal = 1, .interleave = 1, .pad = 0, .bf16 = 1},
+        {.H = 4, .KV = 2, .D = 72, .S = 300, .causal = 0, .interleave = 0, .pad = 0, .bf16 = 1},
+        {.H = 2, .KV = 0, .D = 72, .S = 3 * 96, .causal = 0, .interleave = 0, .pad = 0, .bf16 = 1, .seqs = 3},
+        {.H = 16, .KV = 0, .D = 72, .S = 4032, .causal = 0, .interleave = 0, .pad = 0, .bf16 = 1},
         {.H = 2, .KV = 0, .D = 256, .S = 200, .causal = 0, .interleave = 1, .pad = 1, .bf16 = 1},
         {.H = 2, .KV = 0, .D = 24, .S = 150, .causal = 0, .interleave = 0, .pad = 1, .bf16 = 0},
         {.H = 2, .KV = 0, .D = 256, .S = 99, .causal = 1, .interleave = 1, .pad = 0, .bf16 = 0},
@@ -619,6 +633,14 @@ int main(void) {
       if (!quick || extra[i].S <= 300) run_case(&extra[i]);
   }
   test_kernel_variants(quick);
+  { /* H3_ATTN_PAD=0: head_dim 72 back on the simple kernel (the A/B switch), still right */
+    h3_settings *st = h3_settings_mutable();
+    const bool was = st->attn_pad;
+    st->attn_pad = false;
+    const tcase c72 = {.H = 3, .KV = 0, .D = 72, .S = 200, .causal = 0, .interleave = 0, .pad = 0, .bf16 = 1};
+    run_case(&c72);
+    st->attn_pad = was;
+  }
   test_errors();
 
   /* through the backend: h3_backend_cuda_create's ops table, its stream, emulate_bf16 */

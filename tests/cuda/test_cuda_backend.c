@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/settings.h"
 #include "backend/backend.h"
 #include "backend/cuda/cuda_internal.h"
 #include "core/dtype.h"
@@ -881,10 +882,10 @@ static void t_release_and_limit(h3_backend *gpu) {
   buf_free(&x);
   buf_free(&y);
 
-  setenv("H3_CUDA_MEM_LIMIT_GB", "0.25", 1);
+  h3_settings_mutable()->cuda_mem_limit_gb = 0.25; /* as H3_CUDA_MEM_LIMIT_GB=0.25 */
   h3_backend *small = NULL;
   h3_status s = h3_backend_cuda_create(0, &small);
-  unsetenv("H3_CUDA_MEM_LIMIT_GB");
+  h3_settings_mutable()->cuda_mem_limit_gb = 0;
   expect(s == H3_OK, "a backend with H3_CUDA_MEM_LIMIT_GB");
   if (s != H3_OK) return;
   h3_backend_mem mem;
@@ -913,11 +914,12 @@ int main(void) {
     printf("FAIL: backend creation: %s\n", h3_last_error());
     return 1;
   }
-  setenv("H3_CUDA_GEMM", "gemmex", 1);
-  setenv("H3_CUDA_LINEAR_CHUNK_ROWS", "7", 1);
+  h3_settings *set = h3_settings_mutable(); /* as H3_CUDA_GEMM=gemmex H3_CUDA_LINEAR_CHUNK_ROWS=7 */
+  set->cuda_gemmex = true;
+  set->cuda_linear_chunk_rows = 7;
   h3_status s2 = h3_backend_cuda_create(0, &gpu2);
-  unsetenv("H3_CUDA_GEMM");
-  unsetenv("H3_CUDA_LINEAR_CHUNK_ROWS");
+  set->cuda_gemmex = false;
+  set->cuda_linear_chunk_rows = 0;
   if (s2 != H3_OK) {
     printf("FAIL: second backend: %s\n", h3_last_error());
     return 1;

@@ -5,12 +5,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "fuzz_util.h"
 #include "io/safetensors.h"
 
-#define FUZZ_ASSERT(c) \
-  do {                 \
-    if (!(c)) __builtin_trap(); \
-  } while (0)
+#define FUZZ_ASSERT FZ_ASSERT
 
 static void check_file(const h3_st_file *f, uint64_t file_size) {
   size_t n = h3_st_count(f);
@@ -36,6 +34,11 @@ static void check_file(const h3_st_file *f, uint64_t file_size) {
   FUZZ_ASSERT(strcmp(h3_st_path(f), "fuzz") == 0);
 }
 
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  fz_init();
+  return 0;
+}
+
 static void one(const uint8_t *data, size_t size, uint64_t file_size) {
   h3_st_file *f = (h3_st_file *)1;
   h3_status st = h3_st_parse_header("fuzz", data, size, file_size, &f);
@@ -45,6 +48,7 @@ static void one(const uint8_t *data, size_t size, uint64_t file_size) {
     h3_st_close(f);
   } else {
     FUZZ_ASSERT(f == NULL);
+    fz_check_failed(st, NULL);
     FUZZ_ASSERT(strncmp(h3_last_error(), "fuzz: ", 6) == 0); /* every error names its source */
   }
 }

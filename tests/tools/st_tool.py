@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Small safetensors utility for tests (stdlib only, no numpy).
 
-  st_tool.py compare A B [--tol REL_L2] [--names a,b]   rel-L2 of every common f32 tensor, exit 1 over tol
+  st_tool.py compare A B [--tol REL_L2] [--names a,b] [--closer-than C RATIO]
+        rel-L2 of every f32 tensor of B (or of --names) against A's, exit 1 over tol (NaN fails);
+        with --closer-than also rel-L2(A, B) <= RATIO * rel-L2(A, C) per tensor (B: the reference's
+        bf16 run, C: its f32 run -- an f32 output is much closer to C and fails)
   st_tool.py corrupt MODE SRC DST [ARG]                 write a deliberately broken copy of SRC
      modes: truncate | hdrlen_past_end | offsets_oob | overlap | bad_dtype | bad_bytesize |
-            drop TENSOR | reshape TENSOR
+            drop TENSOR | drop_prefix PREFIX (every tensor whose name starts with it) | reshape TENSOR |
+            nan TENSOR (every value NaN: a valid file with broken weights)
 """
 import json
 import math
@@ -37,27 +41,44 @@ def write(path, hdr, body):
         f.write(struct.pack("<Q", len(blob)) + blob + body)
 
 
-def compare(a, b, tol, names):
+def rel_l2(x, y):
+    """||x - y|| / ||y||; NaN anywhere gives NaN (which every bound below fails)."""
+    if any(math.isnan(p) for p in x) or any(math.isnan(q) for q in y):
+        return float("nan")
+    num = sum((p - q) ** 2 for p, q in zip(x, y))
+    den = sum(q * q for q in y)
+    return math.sqrt(num / den) if den else math.sqrt(num)
+
+
+def compare(a, b, tol, names, closer=None):
     ha, ba, _ = read(a)
     hb, bb, _ = read(b)
+    hc, bc = (read(closer[0])[:2] if closer else (None, None))
     keys = names or sorted(k for k in hb if k != "__metadata__")
-    worst = 0.0
+    if not keys:
+        print(f"{b}: no tensors to compare")
+        return 1
+    ok = True
     for k in keys:
-        if k not in ha:
-            print(f"{k}: missing in {a}")
+        if k not in ha or k not in hb or (closer and k not in hc):
+            print(f"{k}: missing in {a if k not in ha else b if k not in hb else closer[0]}")
             return 1
         x, y = tensor_f32(ha, ba, k), tensor_f32(hb, bb, k)
         if ha[k]["shape"] != hb[k]["shape"]:
             print(f"{k}: shape {ha[k]['shape']} vs {hb[k]['shape']}")
             return 1
-        num = sum((p - q) ** 2 for p, q in zip(x, y))
-        den = sum(q * q for q in y)
-        rel = math.sqrt(num / den) if den else math.sqrt(num)
-        if any(math.isnan(p) for p in x):
-            rel = float("inf")
-        worst = max(worst, rel)
-        print(f"{k}: rel_l2 {rel:.3e}")
-    return 0 if worst <= tol else 1
+        rel = rel_l2(x, y)
+        line = f"{k}: rel_l2 {rel:.3e}"
+        ok = ok and rel <= tol  # False for NaN
+        if closer:
+            if hc[k]["shape"] != hb[k]["shape"]:
+                print(f"{k}: shape {hc[k]['shape']} in {closer[0]} vs {hb[k]['shape']}")
+                return 1
+            relc = rel_l2(x, tensor_f32(hc, bc, k))
+            line += f" (vs {closer[0].rsplit('/', 1)[-1]}: {relc:.3e}, ratio {rel / relc if relc else float('inf'):.2f})"
+            ok = ok and rel <= closer[1] * relc
+        print(line)
+    return 0 if ok else 1
 
 
 def corrupt(mode, src, dst, arg=None):
@@ -90,6 +111,13 @@ def corrupt(mode, src, dst, arg=None):
         # remove the tensor from the header and leave its bytes unreferenced: still a valid file
         del hdr[arg]
         write(dst, hdr, body)
+    elif mode == "drop_prefix":
+        gone = [k for k in names if k.startswith(arg)]
+        if not gone:
+            raise SystemExit("no tensor starts with " + arg)
+        for k in gone:
+            del hdr[k]
+        write(dst, hdr, body)
     elif mode == "reshape":
         # same bytes, different (wrong for the config) shape: swap to [numel] 1-D
         e = hdr[arg]
@@ -98,6 +126,13 @@ def corrupt(mode, src, dst, arg=None):
             n *= d
         e["shape"] = [n]
         write(dst, hdr, body)
+    elif mode == "nan":
+        e = hdr[arg]
+        a, b = e["data_offsets"]
+        pat = {"F32": struct.pack("<I", 0x7FC00000), "BF16": struct.pack("<H", 0x7FC0),
+               "F16": struct.pack("<H", 0x7E00)}[e["dtype"]]
+        body = body[:a] + pat * ((b - a) // len(pat)) + body[b:]
+        write(dst, hdr, body)
     else:
         raise SystemExit("unknown mode " + mode)
     return 0
@@ -105,12 +140,14 @@ def corrupt(mode, src, dst, arg=None):
 
 def main():
     if sys.argv[1] == "compare":
-        tol, names, args = 1e-5, None, sys.argv[2:]
+        tol, names, closer, args = 1e-5, None, None, sys.argv[2:]
         if "--tol" in args:
             i = args.index("--tol"); tol = float(args[i + 1]); del args[i:i + 2]
         if "--names" in args:
             i = args.index("--names"); names = args[i + 1].split(","); del args[i:i + 2]
-        return compare(args[0], args[1], tol, names)
+        if "--closer-than" in args:
+            i = args.index("--closer-than"); closer = (args[i + 1], float(args[i + 2])); del args[i:i + 3]
+        return compare(args[0], args[1], tol, names, closer)
     if sys.argv[1] == "corrupt":
         return corrupt(*sys.argv[2:])
     raise SystemExit(__doc__)

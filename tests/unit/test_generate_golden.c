@@ -6,7 +6,10 @@
  *   - final normalized latents [24, T, h, w] / [2, 32, A]: rel-L2 <= 1e-5;
  *   - decoded frames (stored subset, I16 = round(x * 32767)): |d| <= 1/255 on >= 99.9 %
  *     of the values, and per-frame channel means of all frames within 1e-3;
- *   - waveform [2, samples]: rel-L2 <= 1e-5. */
+ *   - waveform [2, samples]: rel-L2 <= 1e-5.
+ * Every comparison is written so that NaN fails (!(d <= tol)).  Planted defect
+ * (H3_TEST_PLANT=nan_frame, tests/cli/planted_defects.sh): case a's first stored
+ * frame decoded as NaN, which must fail the frame checks. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +24,8 @@
 #include "model/video_vae_decoder.h"
 #include "pipeline/generate.h"
 #include "testutil.h"
+
+#define MIN_CHECKS 93 /* the checks one run makes (measured on the CPU): h3t_finish fails a run with fewer */
 
 #define TOL_LATENT 1e-5
 #define TOL_AUDIO 1e-5
@@ -99,7 +104,7 @@ static void run_case(const h3_gen_models *m, const char *root, const char *name)
   h3_gen_text text;
   fixture_request(&f, &req, &text);
   h3_gen_result r;
-  s = h3_generate(m, &req, (uint64_t)seed, &text, NULL, NULL, &r);
+  s = h3_generate(m, &req, (uint64_t)seed, &text, NULL, &r);
   CHECK_MSG(s == H3_OK, "case %s: h3_generate: %s", name, h3_last_error());
   if (s != H3_OK) {
     fixture_free(&f);
@@ -143,9 +148,18 @@ static void run_case(const h3_gen_models *m, const char *root, const char *name)
             "case %s: frames %lld x %lld x %lld, fixture %lld x %lld x %lld", name, (long long)r.num_frames,
             (long long)r.height, (long long)r.width, (long long)F, (long long)H, (long long)W);
   const int64_t K = f.t_sub_px.shape[0];
-  if (r.frames && r.num_frames == F && r.height == H && r.width == W && f.t_sub_px.shape[1] == H &&
-      f.t_sub_px.shape[2] == W && f.t_sub_px.shape[3] == 3 && h3_tensor_numel(&f.t_sub_idx) == K) {
+  const bool frames_ok = r.frames && r.num_frames == F && r.height == H && r.width == W && f.t_sub_px.shape[1] == H &&
+                         f.t_sub_px.shape[2] == W && f.t_sub_px.shape[3] == 3 && h3_tensor_numel(&f.t_sub_idx) == K;
+  CHECK_MSG(frames_ok, "case %s: frame fixture shapes", name);
+  if (frames_ok && K > 0 && !strcmp(name, "a") && h3t_planted("nan_frame")) {
+    const int64_t fi = f.sub_idx[0] >= 0 && f.sub_idx[0] < F ? f.sub_idx[0] : 0;
+    for (int64_t i = 0; i < H * W * 3; i++) r.frames[fi * H * W * 3 + i] = NAN;
+  }
+  if (frames_ok) {
     const int64_t per = H * W * 3;
+    int64_t nonfinite = 0;
+    for (int64_t i = 0; i < F * per; i++) nonfinite += !isfinite(r.frames[i]);
+    CHECK_MSG(nonfinite == 0, "case %s: %lld frame values are NaN or infinite", name, (long long)nonfinite);
     int64_t n = 0, over = 0;
     double maxd = 0, sumd = 0;
     for (int64_t k = 0; k < K; k++) {
@@ -156,9 +170,9 @@ static void run_case(const h3_gen_models *m, const char *root, const char *name)
       const int64_t *ref = f.sub_px + k * per;
       for (int64_t i = 0; i < per; i++) {
         double d = fabs((double)ours[i] - (double)ref[i] / 32767.0);
-        if (d > maxd) maxd = d;
+        maxd = h3t_max_nan(maxd, d);
         sumd += d;
-        over += d > 1.0 / 255.0;
+        over += !(d <= 1.0 / 255.0);
         n++;
       }
     }
@@ -175,7 +189,10 @@ static void run_case(const h3_gen_models *m, const char *root, const char *name)
         double acc = 0;
         for (int64_t p = 0; p < H * W; p++) acc += r.frames[(fi * H * W + p) * 3 + c];
         double d = fabs(acc / (double)(H * W) - (double)f.means[fi * 3 + c]);
-        if (d > maxm) maxm = d, worst = fi;
+        if (d != d || d > maxm) {
+          if (maxm == maxm) worst = fi; /* the first NaN frame stays the worst */
+          maxm = h3t_max_nan(maxm, d);
+        }
       }
     printf("case %s: per-frame channel means (all %lld frames): max |d| %.3e (frame %lld)\n", name, (long long)F,
            maxm, (long long)worst);
@@ -192,8 +209,8 @@ static void run_case(const h3_gen_models *m, const char *root, const char *name)
     CHECK_MSG(rw <= TOL_AUDIO, "case %s: waveform rel-L2 %.3e", name, rw);
   }
   printf("case %s: phases setup %.3fs denoise %.3fs (%.3fs/step) video %.3fs audio %.3fs\n", name,
-         r.phase_seconds[H3_PHASE_SETUP], r.phase_seconds[H3_PHASE_DENOISE], r.step_seconds,
-         r.phase_seconds[H3_PHASE_VIDEO_DECODE], r.phase_seconds[H3_PHASE_AUDIO_DECODE]);
+         r.phase_seconds[H3_GEN_SETUP], r.phase_seconds[H3_GEN_DENOISE], r.step_seconds,
+         r.phase_seconds[H3_GEN_VIDEO_DECODE], r.phase_seconds[H3_GEN_AUDIO_DECODE]);
   h3_gen_result_free(&r);
   fixture_free(&f);
 }
@@ -213,7 +230,7 @@ static void test_memory_phases(const h3_gen_models *m, const char *root) {
   h3_gen_text text;
   fixture_request(&f, &req, &text);
   h3_gen_result plain;
-  s = h3_generate(m, &req, (uint64_t)f.req[4], &text, NULL, NULL, &plain);
+  s = h3_generate(m, &req, (uint64_t)f.req[4], &text, NULL, &plain);
   CHECK_MSG(s == H3_OK, "memory phases: plain run: %s", h3_last_error());
   const struct {
     const char *what;
@@ -224,7 +241,7 @@ static void test_memory_phases(const h3_gen_models *m, const char *root) {
     h3t_fake_mem fm = {.total = devs[i].total, .used = devs[i].used};
     h3t_fake_mem_install(m->be, &fm);
     h3_gen_result r;
-    h3_status sr = h3_generate(m, &req, (uint64_t)f.req[4], &text, NULL, NULL, &r);
+    h3_status sr = h3_generate(m, &req, (uint64_t)f.req[4], &text, NULL, &r);
     h3t_fake_mem_remove(m->be);
     CHECK_MSG(sr == H3_OK, "memory phases, %s: %s", devs[i].what, h3_last_error());
     if (sr != H3_OK) continue;
@@ -289,5 +306,5 @@ int main(void) {
   h3_dit_destroy(dit);
   h3_dit_weights_close(dw);
   h3_backend_destroy(be);
-  return h3t_finish();
+  return h3t_finish(MIN_CHECKS);
 }

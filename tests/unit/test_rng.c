@@ -1,12 +1,32 @@
 /* PyTorch-identical CPU RNG (src/pipeline/rng.c) against golden torch.randn
- * bit patterns from tools/golden/make_rng_fixtures.py (tests/golden/rng/). */
+ * bit patterns from tools/golden/make_rng_fixtures.py (tests/golden/rng/).
+ *
+ * Both sets are asserted.  The AVX2 transform is pure arithmetic: bit for bit
+ * everywhere.  The libm transform calls the C library's logf/cosf/sinf, as
+ * PyTorch's default-capability kernel does: with glibc (the fixtures were made
+ * on glibc 2.39; measured bit-identical on glibc 2.36 too, all 76 cases) it is
+ * asserted bit for bit; with another C library, whose float routines may round
+ * differently by an ulp, every value must be within LIBM_ABS_TOL of the
+ * reference (what a libm with errors of a few ulp guarantees: |z| <= 5.8 for
+ * 24-bit uniforms, so a few ulp of logf and cosf move z by < 3e-6).
+ * Planted defect (H3_TEST_PLANT=rng_flip): one value of the libm set changed
+ * before its comparison (the lowest bit flipped; 1e-4 added where the set is
+ * held to the tolerance), which must fail. */
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <gnu/libc-version.h>
+#endif
+
+#define LIBM_ABS_TOL 4e-6
 
 #include "pipeline/rng.h"
 #include "testutil.h"
+
+#define MIN_CHECKS 273 /* the checks one run makes (measured on the CPU): h3t_finish fails a run with fewer */
 
 static uint32_t bits(float f) {
   uint32_t u;
@@ -112,7 +132,8 @@ static uint32_t le32(const unsigned char *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* Runs every case of one set; returns the number of bit-identical cases. */
+/* Runs every case of one set; returns the number of bit-identical cases.
+ * strict: every value bit for bit; otherwise within LIBM_ABS_TOL. */
 static int run_set(const char *dir, json_t *set, json_t *cases, int *n_cases, int strict) {
   const char *name = json_string_value(json_object_get(set, "name"));
   const char *binname = json_string_value(json_object_get(set, "bin"));
@@ -131,6 +152,8 @@ static int run_set(const char *dir, json_t *set, json_t *cases, int *n_cases, in
 
   int ok_cases = 0, ran = 0;
   size_t elems = 0, bad_elems = 0;
+  double worst = 0;
+  int planted = strcmp(tr, "libm") == 0 && h3t_planted("rng_flip");
   size_t ci;
   json_t *c;
   json_array_foreach(cases, ci, c) {
@@ -153,9 +176,19 @@ static int run_set(const char *dir, json_t *set, json_t *cases, int *n_cases, in
       float *out = malloc((n ? n : 1) * sizeof(float));
       if (!out) { CHECK(out != NULL); case_ok = 0; break; }
       CHECK(h3_randn_f32(&g, out, n) == H3_OK);
+      if (planted && n > 0) { /* bit for bit: its lowest bit; within a tolerance: 1e-4 off */
+        uint32_t u = bits(out[n / 2]) ^ 1u;
+        if (strict) memcpy(&out[n / 2], &u, 4);
+        else out[n / 2] += 1e-4f;
+        planted = 0;
+      }
       size_t bad = 0, first = 0;
       for (size_t i = 0; i < n; i++) {
-        if (bits(out[i]) != le32(bin + 4 * (off + i))) {
+        const uint32_t w = le32(bin + 4 * (off + i));
+        if (bits(out[i]) != w) {
+          float wf;
+          memcpy(&wf, &w, 4);
+          worst = h3t_max_nan(worst, fabs((double)out[i] - (double)wf));
           if (!bad) first = i;
           bad++;
         }
@@ -173,9 +206,13 @@ static int run_set(const char *dir, json_t *set, json_t *cases, int *n_cases, in
     ok_cases += case_ok;
   }
   free(bin);
-  printf("set %-8s (%s transform): %d/%d cases bit-identical, %zu/%zu elements differ\n", name, tr, ok_cases,
-         ran, bad_elems, elems);
-  if (strict) CHECK_MSG(ok_cases == ran, "set %s: %d of %d cases differ", name, ran - ok_cases, ran);
+  printf("set %-8s (%s transform): %d/%d cases bit-identical, %zu/%zu elements differ (max |d| %.2e)\n", name, tr,
+         ok_cases, ran, bad_elems, elems, worst);
+  CHECK_MSG(ran > 0 && elems > 0, "set %s: no cases ran", name);
+  if (strict)
+    CHECK_MSG(ok_cases == ran, "set %s: %d of %d cases differ", name, ran - ok_cases, ran);
+  else
+    CHECK_MSG(worst <= LIBM_ABS_TOL, "set %s: values differ by up to %.3e (> %.0e)", name, worst, LIBM_ABS_TOL);
   *n_cases = ran;
   return ok_cases;
 }
@@ -202,9 +239,19 @@ static void test_fixtures(void) {
            json_string_value(json_object_get(env, "libc")), json_string_value(json_object_get(env, "cpu")));
     int n = 0;
     /* The AVX2 transform is pure arithmetic and must match everywhere; the
-     * libm set depends on the C library's logf/cosf/sinf. */
+     * libm set depends on the C library's logf/cosf/sinf (see the top). */
     int strict = tr && strcmp(tr, "avx2") == 0;
-    if (!strict && getenv("H3_RNG_STRICT_LIBM")) strict = 1;
+#ifdef __GLIBC__
+    if (!strict) {
+      strict = 1;
+      printf("set %s: C library glibc %s: asserted bit for bit\n", json_string_value(json_object_get(set, "name")),
+             gnu_get_libc_version());
+    }
+#else
+    if (!strict)
+      printf("set %s: not glibc: asserted within %.0e (bit-identical cases are counted)\n",
+             json_string_value(json_object_get(set, "name")), LIBM_ABS_TOL);
+#endif
     run_set(dir, set, cases, &n, strict);
   }
   json_decref(root);
@@ -215,5 +262,5 @@ int main(void) {
   test_known_values();
   test_consumption_and_errors();
   test_fixtures();
-  return h3t_finish();
+  return h3t_finish(MIN_CHECKS);
 }

@@ -5,7 +5,7 @@
  *   sweep_sample.jsonl probe strings for a sample of code points (incl. those
  *                      sensitive to Unicode-version differences), reference ids
  *   tokenizer.json.gz  the reference's saved tokenizer.json (gzipped, > 4 MB raw)
- * The vocab.json + merges.txt path uses the release snapshot in shared/. */
+ * The vocab.json + merges.txt path uses the release snapshot copy in tests/data/minimax-h3-snapshot. */
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -13,9 +13,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/clock.h"
 #include "core/error.h"
+#include "model/text_encoder.h"
 #include "model/tokenizer.h"
+#include "model/tokenizer_impl.h" /* tk_byte_to_cp, TK_MAX_ID */
 #include "testutil.h"
+
+#define MIN_CHECKS 8701 /* the checks one run makes (measured on the CPU): h3t_finish fails a run with fewer */
 
 static char g_golden[1024];
 
@@ -155,6 +160,68 @@ static void test_vectors(h3_tokenizer *tok) {
   expect_ids(tok, "a\0b", 3, (const int32_t[]){64, 188, 65}, 3);
 }
 
+/* A 1 MB prompt: linear time (a quadratic tokenizer at the rate once measured,
+ * 5.9 s for 10 KB, would take hours), and the same ids as its repeated unit
+ * (each repeat starts a fresh piece after ".\n"). */
+static void test_long_prompt(h3_tokenizer *tok) {
+  static const char unit[] = "A cinematic shot of a red fox running through fresh snow at dawn, golden light.\n";
+  const size_t ul = sizeof unit - 1, reps = (1u << 20) / ul + 1, len = reps * ul;
+  char *text = malloc(len);
+  CHECK(text != NULL);
+  if (!text) return;
+  for (size_t i = 0; i < reps; i++) memcpy(text + i * ul, unit, ul);
+  int32_t *u = NULL, *ids = NULL;
+  size_t un = 0, n = 0;
+  CHECK(h3_tokenize(tok, unit, ul, &u, &un) == H3_OK && un > 0);
+  double t0 = h3_now_s();
+  h3_status s = h3_tokenize(tok, text, len, &ids, &n);
+  double dt = h3_now_s() - t0;
+  printf("1 MB prompt (%zu bytes): %zu tokens in %.3f s\n", len, n, dt);
+  CHECK_MSG(s == H3_OK, "%s", h3_last_error());
+  CHECK_MSG(dt <= 10.0, "tokenizing %zu bytes took %.1f s", len, dt);
+  int same = s == H3_OK && n == reps * un;
+  for (size_t i = 0; same && i < n; i++) same = ids[i] == u[i % un];
+  CHECK_MSG(same, "ids of the repeated unit differ from the unit's (%zu ids, want %zu)", n, reps * un);
+  h3_tokens_free(u);
+  h3_tokens_free(ids);
+  free(text);
+}
+
+/* model_max_length: the reference (transformers) only warns past it; h3 keeps
+ * every id too.  A NUL byte in a prompt is text on the presentation path. */
+static void test_model_max_length(const char *tokenizer_json) {
+  char d[1200], p[1300], cmd[4400];
+  snprintf(d, sizeof d, "%s/maxlen", h3t_tmpdir());
+  mkdir(d, 0755);
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s/tokenizer.json'", tokenizer_json, d);
+  CHECK_MSG(system(cmd) == 0, "%s failed", cmd);
+  snprintf(p, sizeof p, "%s/tokenizer_config.json", d);
+  CHECK(write_str(p, "{\"model_max_length\": 8, \"tokenizer_class\": \"Qwen2Tokenizer\"}") == 0);
+  h3_tokenizer *tok = NULL;
+  CHECK_MSG(h3_tokenizer_load(d, &tok) == H3_OK, "%s", h3_last_error());
+  if (!tok) return;
+  CHECK(h3_tokenizer_model_max_length(tok) == 8);
+  const char *text = "one two three four five six seven eight nine ten eleven twelve";
+  int32_t *ids = NULL;
+  size_t n = 0;
+  for (int rep = 0; rep < 2; rep++) { /* warns once; never truncates */
+    CHECK(h3_tokenize(tok, text, strlen(text), &ids, &n) == H3_OK);
+    CHECK_MSG(n == 12, "%zu ids, want 12 (no truncation at model_max_length)", n);
+    h3_tokens_free(ids);
+  }
+  h3_te_presentation pres;
+  CHECK(h3_te_present_t2va(tok, "a\0b", 3, &pres) == H3_OK);
+  CHECK_MSG(pres.n == 3 && pres.ids && pres.ids[0] == 64 && pres.ids[1] == 188 && pres.ids[2] == 65,
+            "t2va of \"a\\0b\": %lld ids", (long long)pres.n);
+  h3_te_presentation_free(&pres);
+  /* float and absent values: no limit */
+  CHECK(write_str(p, "{\"model_max_length\": 1e30}") == 0);
+  h3_tokenizer_free(tok);
+  tok = NULL;
+  CHECK(h3_tokenizer_load(d, &tok) == H3_OK && h3_tokenizer_model_max_length(tok) == INT64_MAX);
+  h3_tokenizer_free(tok);
+}
+
 static void test_invalid_utf8(h3_tokenizer *tok) {
   static const struct {
     const char *s;
@@ -200,6 +267,29 @@ static void test_decode(h3_tokenizer *tok) {
   CHECK(h3_detokenize(tok, non, 1, 0, &t, &n) == H3_ERR_INVALID);
   CHECK(h3_detokenize(tok, NULL, 0, 0, &t, &n) == H3_OK && t && n == 0);
   free(t);
+}
+
+/* Found by tests/fuzz/fuzz_tokenize: an NFC barrier (a combining mark newer
+ * than the reference's tables, kept verbatim) right after a stretch of 4-byte
+ * characters was overwritten by the NUL utf8proc_reencode appends, so
+ * "\U0001F600\u1AC7" tokenized as if it were "\U0001F600\u1A00". */
+static void test_nfc_barrier(h3_tokenizer *tok) {
+  static const char *const texts[] = {"\xF0\x9F\x98\x80\xE1\xAB\x87",
+                                      "\xF0\x9D\x8B\x80\xE1\xAB\x87ti www\xE1\xAB\x87t",
+                                      "\xF0\x9F\x98\x80\xF0\x9F\x98\x80\xF0\x91\xA4\xB8 x",
+                                      "a\xE1\xAB\x87"};
+  for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+    int32_t *ids = NULL;
+    size_t n = 0, len = 0;
+    char *back = NULL;
+    size_t tl = strlen(texts[i]);
+    CHECK(h3_tokenize(tok, texts[i], tl, &ids, &n) == H3_OK);
+    CHECK(h3_detokenize(tok, ids, n, 0, &back, &len) == H3_OK);
+    CHECK_MSG(back && len == tl && !memcmp(back, texts[i], tl), "text %zu: decode(encode) differs", i);
+    free(back);
+    h3_tokens_free(ids);
+  }
+  expect_ids(tok, texts[0], strlen(texts[0]), (const int32_t[]){141334, 157, 104, 229}, 4);
 }
 
 /* Several threads share one tokenizer (h3_tokenize serializes internally). */
@@ -372,12 +462,87 @@ static void test_locate(const char *snap) {
   free(loc);
 }
 
+/* A tiny tokenizer.json: the 256 byte-level tokens, "he" (id 256) from one
+ * merge, and `added` as its added_tokens array; written into folder `tag`. */
+static const char *tiny_folder(const char *tag, const char *added) {
+  static char d[1200];
+  char p[1300];
+  snprintf(d, sizeof d, "%s/%s", h3t_tmpdir(), tag);
+  mkdir(d, 0755);
+  size_t cap = 16384, n = 0;
+  char *j = malloc(cap);
+  n += (size_t)snprintf(j + n, cap - n, "{\"added_tokens\": %s, \"normalizer\": null, \"pre_tokenizer\": "
+                                        "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true},"
+                                        " \"model\": {\"type\": \"BPE\", \"vocab\": {",
+                        added);
+  for (int b = 0; b < 256; b++) {
+    uint32_t cp = tk_byte_to_cp((uint8_t)b);
+    char u[4];
+    int k = 0;
+    if (cp < 0x80) {
+      if (cp == '"' || cp == '\\') u[k++] = '\\';
+      u[k++] = (char)cp;
+    } else {
+      u[k++] = (char)(0xC0 | (cp >> 6));
+      u[k++] = (char)(0x80 | (cp & 0x3F));
+    }
+    n += (size_t)snprintf(j + n, cap - n, "\"%.*s\": %d, ", k, u, b);
+  }
+  snprintf(j + n, cap - n, "\"he\": 256}, \"merges\": [[\"h\", \"e\"]]}}");
+  snprintf(p, sizeof p, "%s/tokenizer.json", d);
+  CHECK(write_str(p, j) == 0);
+  free(j);
+  return d;
+}
+
+/* Found with tests/fuzz/fuzz_tokenizer_load: ids up to 2^30 were accepted, so
+ * a file of a few hundred bytes made the dense id table 12 GiB; and two added
+ * tokens (or an added token and a vocabulary token of other bytes) could share
+ * an id, which then decoded as whichever came last. */
+static void test_small_files(void) {
+  h3_tokenizer *t = NULL;
+  const char *d = tiny_folder("tiny_ok", "[{\"id\": 257, \"content\": \"<s>\", \"special\": true}]");
+  h3_status st = h3_tokenizer_load(d, &t);
+  CHECK_MSG(st == H3_OK, "%s", h3_last_error());
+  if (t) {
+    CHECK(h3_tokenizer_vocab_size(t) == 258 && h3_token_id(t, "<s>") == 257 && h3_token_id(t, "he") == 256);
+    expect_ids(t, "hehe<s>", 7, (const int32_t[]){256, 256, 257}, 3);
+    h3_tokenizer_free(t);
+  }
+  char big[128];
+  snprintf(big, sizeof big, "[{\"id\": %d, \"content\": \"<s>\"}]", (1 << 30) - 1);
+  st = h3_tokenizer_load(tiny_folder("tiny_bigid", big), &t);
+  CHECK_MSG(st == H3_ERR_FORMAT && t == NULL && strstr(h3_last_error(), "tokenizer.json") &&
+                strstr(h3_last_error(), "2^24"),
+            "%s", h3_last_error());
+  snprintf(big, sizeof big, "[{\"id\": %d, \"content\": \"<s>\"}]", TK_MAX_ID - 1); /* the largest id: loads */
+  st = h3_tokenizer_load(tiny_folder("tiny_maxid", big), &t);
+  CHECK_MSG(st == H3_OK && h3_tokenizer_vocab_size(t) == (size_t)TK_MAX_ID, "%s", h3_last_error());
+  h3_tokenizer_free(t);
+  t = NULL;
+  st = h3_tokenizer_load(tiny_folder("tiny_dup_added", "[{\"id\": 257, \"content\": \"<s>\", \"special\": true},"
+                                                       " {\"id\": 257, \"content\": \"</s>\", \"special\": true}]"),
+                         &t);
+  CHECK_MSG(st == H3_ERR_FORMAT && t == NULL && strstr(h3_last_error(), "\"</s>\" has id 257") &&
+                strstr(h3_last_error(), "added token \"<s>\""),
+            "%s", h3_last_error());
+  st = h3_tokenizer_load(tiny_folder("tiny_dup_vocab", "[{\"id\": 256, \"content\": \"<s>\"}]"), &t);
+  CHECK_MSG(st == H3_ERR_FORMAT && strstr(h3_last_error(), "vocabulary token \"he\""), "%s", h3_last_error());
+  /* an added token repeating a vocabulary string keeps its id */
+  st = h3_tokenizer_load(tiny_folder("tiny_same_vocab", "[{\"id\": 256, \"content\": \"he\", \"special\": true}]"), &t);
+  CHECK_MSG(st == H3_OK, "%s", h3_last_error());
+  if (t) expect_ids(t, "hehe", 4, (const int32_t[]){256, 256}, 2);
+  h3_tokenizer_free(t);
+}
+
 int main(void) {
   snprintf(g_golden, sizeof g_golden, "%s/tests/golden/tokenizer", h3t_source_dir());
+  test_small_files();
   char snap[1024], vocab_dir[1100];
-  snprintf(snap, sizeof snap, "%s/data/minimax-h3-snapshot", h3t_shared_dir());
+  snprintf(snap, sizeof snap, "%s", h3t_snapshot_dir());
   snprintf(vocab_dir, sizeof vocab_dir, "%s/tokenizer", snap);
   int have_snap = dir_exists(vocab_dir);
+  CHECK_MSG(have_snap, "release tokenizer %s (tests/data) missing", vocab_dir);
 
   /* tokenizer.json path (fixture, gunzipped into a temporary folder) */
   const char *tmp = h3t_tmpdir();
@@ -394,9 +559,15 @@ int main(void) {
     test_vectors(tj);
     test_invalid_utf8(tj);
     test_decode(tj);
+    test_nfc_barrier(tj);
     test_threads(tj);
+    test_long_prompt(tj);
+    CHECK(h3_tokenizer_model_max_length(tj) == INT64_MAX); /* no tokenizer_config.json */
     h3_tokenizer_free(tj);
   }
+  char tjson[1200];
+  snprintf(tjson, sizeof tjson, "%s/tokenizer.json", tmp);
+  test_model_max_length(tjson);
 
   /* vocab.json + merges.txt + tokenizer_config.json path (release snapshot) */
   if (have_snap) {
@@ -410,12 +581,12 @@ int main(void) {
       test_vectors(tv);
       test_invalid_utf8(tv);
       test_decode(tv);
+      CHECK(h3_tokenizer_model_max_length(tv) == 262144);
+      test_nfc_barrier(tv);
       h3_tokenizer_free(tv);
     }
     test_locate(snap);
-  } else {
-    printf("SKIP vocab.json path: %s not found\n", vocab_dir);
   }
   test_errors(have_snap ? vocab_dir : NULL);
-  return h3t_finish();
+  return h3t_finish(MIN_CHECKS);
 }

@@ -1,8 +1,9 @@
 /* Video VAE decoder: tile grid and temporal plan against the spec tables,
  * loading of every naming convention, and decodes against the diffusers
- * reference fixtures of tests/golden/video_vae (tools/golden/make_video_vae_fixtures.py). */
-#define _XOPEN_SOURCE 700 /* nftw */
-#include <ftw.h>
+ * reference fixtures of tests/golden/video_vae (tools/golden/make_video_vae_fixtures.py).
+ * Planted defects (H3_TEST_PLANT, tests/cli/planted_defects.sh): nan_frame (one decoded
+ * frame of case_D set to NaN before its comparison), missing_tensor (case_D's fixture
+ * looked up under a name it lacks), few_checks (the decode cases left out). */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,14 +17,11 @@
 #include "model/video_vae_decoder.h"
 #include "testutil.h"
 
-static char g_dir[1024];
+/* The checks one run makes on every backend: 630 on the CPU less the 3 per decode case
+ * (27) of the several-backend decode, which needs further backends (CUDA: GPUs). */
+#define MIN_CHECKS 603
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st, (void)flag, (void)ftw;
-  return remove(path);
-}
-/* Remove a temporary folder made by h3t_tmpdir() (the sparse full-size files look like 10 GB each). */
-static void rm_rf(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+static char g_dir[1024];
 
 /* ---- geometry ---------------------------------------------------------------- */
 
@@ -135,8 +133,8 @@ static void compare(const char *what, const float *got, const float *ref, size_t
   size_t within = 0;
   for (size_t i = 0; i < n; i++) {
     double d = fabs((double)got[i] - (double)ref[i]);
-    if (d <= 1.0 / 255.0) within++;
-    if (d > maxd || d != d) maxd = d;
+    if (d <= 1.0 / 255.0) within++; /* NaN is never within */
+    maxd = h3t_max_nan(maxd, d);
   }
   double frac = (double)within / (double)n;
   printf("  %-40s n %8zu  rel-L2 %.3e  max|d| %.3e  within 1/255 %.6f\n", what, n, rel, maxd, frac);
@@ -204,6 +202,7 @@ static void test_call(h3_backend *be) {
   }
   int64_t zs[4], os[4];
   const float *z = st_f32(f, "call_z", 4, zs), *ref = st_f32(f, "call_out", 4, os);
+  CHECK_MSG(z && ref, "%s: fixture tensors call_z / call_out missing", p);
   static const char *subs[] = {"diffusers", "original", "comfy"};
   static const h3_vvae_convention conv[] = {H3_VVAE_DIFFUSERS, H3_VVAE_ORIGINAL, H3_VVAE_COMFY};
   for (int i = 0; z && ref && i < 3; i++) {
@@ -270,7 +269,10 @@ static void test_cases(h3_backend *be) {
       continue;
     }
     int64_t ls[5], vs[5];
-    const float *lat = st_f32(f, "latents", 5, ls), *ref = st_f32(f, vc->ref, 5, vs);
+    const int plant_missing = !strcmp(vc->file, "case_D") && h3t_planted("missing_tensor");
+    const float *lat = st_f32(f, plant_missing ? "latents_planted_missing" : "latents", 5, ls),
+                *ref = st_f32(f, vc->ref, 5, vs);
+    CHECK_MSG(lat && ref, "%s: fixture tensors latents / %s missing", p, vc->ref);
     h3_vvae_weights *w = lat && ref ? open_w(vc->weights, vc->conv) : NULL;
     if (w) {
       int64_t F = 0;
@@ -284,9 +286,24 @@ static void test_cases(h3_backend *be) {
       CHECK_MSG(s == H3_OK, "decode %s: %s", vc->file, h3_last_error());
       char what[128];
       snprintf(what, sizeof what, "%s %s [%s]", vc->file, vc->ref, h3_vvae_convention_name(vc->conv));
-      if (s == H3_OK) compare(what, out, ref, n, 1e-5, 0.999);
-      if (s == H3_OK) { /* the half decode (bf16 storage, bf16 copies of the F32 weights and biases on
-                         * CUDA, as the reference's autocast): within bf16 accuracy of the reference */
+      if (s == H3_OK && !strcmp(vc->file, "case_D") && h3t_planted("nan_frame")) {
+        float *planted = malloc(n * sizeof(float)); /* frame 1 of batch item 0, every channel: NaN */
+        const size_t plane = (size_t)(vs[3] * vs[4]);
+        memcpy(planted, out, n * sizeof(float));
+        for (int64_t ch = 0; ch < vs[1]; ch++)
+          for (size_t k = 0; k < plane; k++) planted[((size_t)ch * (size_t)vs[2] + 1) * plane + k] = NAN;
+        compare(what, planted, ref, n, 1e-5, 0.999);
+        free(planted);
+      } else if (s == H3_OK) {
+        compare(what, out, ref, n, 1e-5, 0.999);
+      }
+      /* the half decode (bf16 storage, bf16 copies of the F32 weights and biases on CUDA, as the
+       * reference's autocast): within bf16 accuracy of the reference.  Only where the backend
+       * has narrow activations: the CPU backend's are always f32, so there `half` is the f32
+       * decode again and would check nothing new. */
+      if (s == H3_OK && be->act_dtype == H3_DT_F32 && i == 0)
+        printf("  n/a: half decode on backend %s (f32 activations only): checked on CUDA\n", be->name);
+      if (s == H3_OK && be->act_dtype != H3_DT_F32) {
         float *hf = calloc(n, sizeof(float));
         h3_vvae_decode_opts oh = o;
         oh.half = 1;
@@ -372,13 +389,12 @@ static int tiny_shape(const char *n, int64_t *s) { return released_shape(n, 16, 
 
 static void test_release_names(h3_backend *be) {
   char idx[1200], cfgp[1200];
-  snprintf(idx, sizeof idx, "%s/data/minimax-h3-snapshot/vae/diffusion_pytorch_model.safetensors.index.json",
-           h3t_shared_dir());
-  snprintf(cfgp, sizeof cfgp, "%s/data/minimax-h3-snapshot/vae/config.json", h3t_shared_dir());
+  snprintf(idx, sizeof idx, "%s/vae/diffusion_pytorch_model.safetensors.index.json", h3t_snapshot_dir());
+  snprintf(cfgp, sizeof cfgp, "%s/vae/config.json", h3t_snapshot_dir());
   json_error_t jerr;
   json_t *index = json_load_file(idx, 0, &jerr), *cfg = json_load_file(cfgp, 0, &jerr);
+  CHECK_MSG(index && cfg, "release vae index / config under %s (tests/data) missing", h3t_snapshot_dir());
   if (!index || !cfg) {
-    printf("  (release snapshot not found under %s: skipping the release-names check)\n", h3t_shared_dir());
     json_decref(index);
     json_decref(cfg);
     return;
@@ -442,7 +458,6 @@ static void test_release_names(h3_backend *be) {
   free(buf);
   json_decref(index);
   json_decref(cfg);
-  rm_rf(dir);
 }
 
 /* ---- full-size checkpoints from the release configs (sparse files: headers only) ------ */
@@ -555,15 +570,13 @@ static void check_release_cfg(const h3_vvae_weights *w, h3_vvae_convention conv,
 }
 
 static void test_release_full_size(void) {
-  const char *snap_fmt = "%s/data/minimax-h3-snapshot/%s";
+  const char *snap_fmt = "%s/%s";
   char p[1200], q[2400];
-  snprintf(p, sizeof p, snap_fmt, h3t_shared_dir(), "vae/diffusion_pytorch_model.safetensors.index.json");
+  snprintf(p, sizeof p, snap_fmt, h3t_snapshot_dir(), "vae/diffusion_pytorch_model.safetensors.index.json");
   json_error_t jerr;
   json_t *index = json_load_file(p, 0, &jerr);
-  if (!index) {
-    printf("  (release snapshot not found: skipping the full-size loader checks)\n");
-    return;
-  }
+  CHECK_MSG(index != NULL, "release vae index %s (tests/data): %s", p, jerr.text);
+  if (!index) return;
   const char *dir = h3t_tmpdir();
   h3_vvae_weights *w = NULL;
   h3_status s;
@@ -584,7 +597,7 @@ static void test_release_full_size(void) {
     }
     snprintf(q, sizeof q, "%s/diffusion_pytorch_model.safetensors", vdir);
     CHECK(sp_write(&l, q) == 0);
-    snprintf(p, sizeof p, snap_fmt, h3t_shared_dir(), "vae/config.json");
+    snprintf(p, sizeof p, snap_fmt, h3t_snapshot_dir(), "vae/config.json");
     snprintf(q, sizeof q, "%s/config.json", vdir);
     CHECK(copy_file(p, q) == 0);
     snprintf(q, sizeof q, "%s/diff", dir);
@@ -603,10 +616,10 @@ static void test_release_full_size(void) {
       snprintf(q, sizeof q, "%s/%s", dir, subs[i]);
       mkdir(q, 0755);
     }
-    snprintf(p, sizeof p, snap_fmt, h3t_shared_dir(), "FL2VA/video_vae/config.json");
+    snprintf(p, sizeof p, snap_fmt, h3t_snapshot_dir(), "FL2VA/video_vae/config.json");
     snprintf(q, sizeof q, "%s/orig/FL2VA/video_vae/config.json", dir);
     CHECK(copy_file(p, q) == 0);
-    snprintf(p, sizeof p, snap_fmt, h3t_shared_dir(), "FL2VA/video_vae/source/config.json");
+    snprintf(p, sizeof p, snap_fmt, h3t_snapshot_dir(), "FL2VA/video_vae/source/config.json");
     snprintf(q, sizeof q, "%s/orig/FL2VA/video_vae/source/config.json", dir);
     CHECK(copy_file(p, q) == 0);
     sp_list l = {json_object(), 0};
@@ -636,13 +649,50 @@ static void test_release_full_size(void) {
     }
   }
   json_decref(index);
-  rm_rf(dir);
+}
+
+/* Found reviewing the config readers for tests/fuzz/fuzz_video_vae_config and
+ * confirmed with that target: sizes whose
+ * products overflowed int64 (heads x head_dim, ffn_mult x width, downsample
+ * factors), a rope_dim_ratio cast past int64, and a clip_length that made the
+ * temporal plan's padding loop run for hours.  Each is now refused by name. */
+static void test_config_limits(void) {
+  static const struct {
+    const char *key, *value, *msg;
+  } bad[] = {{"decoder_num_attention_heads", "1099511627776", "decoder_num_attention_heads"},
+             {"decoder_attention_head_dim", "1099511627776", "decoder_attention_head_dim"},
+             {"decoder_ffn_mult", "4611686018427387904", "decoder_ffn_mult"},
+             {"spatial_downsample_factors", "[1099511627776, 1099511627776]", "spatial_downsample_factors"},
+             {"temporal_downsample_factors", "[2048]", "temporal_downsample_factors"},
+             {"decoder_rope_dim_ratio", "1e300", "rope_dim_ratio"},
+             {"clip_length", "1099511627776", "clip_length"},
+             {"token_drop", "4611686018427387903", "token_drop"},
+             {"latent_channels", "4611686018427387904", "latent_channels"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    json_t *root = json_pack("{s:s}", "_class_name", "AutoencoderKLMiniMaxH3");
+    json_t *v = json_loads(bad[i].value, JSON_DECODE_ANY, NULL);
+    CHECK(root && v);
+    json_object_set_new(root, bad[i].key, v);
+    h3_vvae_config c;
+    h3_status st = h3_vvae_config_from_json(root, "vae.json", &c);
+    CHECK_MSG(st != H3_OK && strstr(h3_last_error(), "vae.json") && strstr(h3_last_error(), bad[i].msg),
+              "%s = %s: %s", bad[i].key, bad[i].value, st == H3_OK ? "accepted" : h3_last_error());
+    if (st == H3_OK) h3_vvae_config_free(&c);
+    json_decref(root);
+  }
+  /* the geometry refuses what no config can give it any more */
+  h3_vvae_config c = {.patch_t = 1, .clip_length = (int64_t)1 << 40, .token_drop = 0};
+  h3_vvae_tplan p;
+  CHECK(h3_vvae_temporal_plan(&c, 5, &p) == H3_ERR_INVALID && strstr(h3_last_error(), "clip_length"));
+  h3_vvae_tiles t;
+  CHECK(h3_vvae_split_tiles((int64_t)1 << 40, ((int64_t)1 << 39) + 1, 1, 1, &t) == H3_ERR_INVALID && t.n == 0);
 }
 
 int main(void) {
   snprintf(g_dir, sizeof g_dir, "%s/tests/golden/video_vae", h3t_source_dir());
   test_tiles();
   test_temporal();
+  test_config_limits();
   test_open();
   h3_backend *be = NULL;
   if (h3t_backend(&be) != H3_OK) {
@@ -650,9 +700,9 @@ int main(void) {
     return 1;
   }
   test_call(be);
-  test_cases(be);
+  if (!h3t_planted("few_checks")) test_cases(be);
   test_release_names(be);
   test_release_full_size();
   h3_backend_destroy(be);
-  return h3t_finish();
+  return h3t_finish(MIN_CHECKS);
 }

@@ -1,17 +1,69 @@
+#define _XOPEN_SOURCE 700 /* nftw, mkdtemp */
 #include "testutil.h"
 
 #include "backend/backend_select.h"
 
+#include <ftw.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int h3t_failures, h3t_checks;
+static int g_skips, g_plant_applied;
 
-int h3t_finish(void) {
+int h3t_finish(int min_checks) {
   printf("%d checks, %d failed\n", h3t_checks, h3t_failures);
-  return h3t_failures ? 1 : 0;
+  const char *plant = getenv("H3_TEST_PLANT");
+  if (plant && *plant && !g_plant_applied) {
+    fprintf(stderr, "H3_TEST_PLANT=%s: this suite has no such planted defect (nothing was corrupted)\n", plant);
+    return 3;
+  }
+  if (h3t_failures) return 1;
+  if (g_skips) {
+    printf("%d part(s) skipped: reported as skipped\n", g_skips);
+    return 77;
+  }
+  if (h3t_checks < min_checks) {
+    fprintf(stderr, "only %d checks ran, this suite runs at least %d: something was silently left out\n", h3t_checks,
+            min_checks);
+    return 1;
+  }
+  return 0;
+}
+
+void h3t_skip(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("SKIP: ");
+  vprintf(fmt, ap);
+  putchar('\n');
+  va_end(ap);
+  g_skips++;
+}
+
+int h3t_planted(const char *name) {
+  const char *plant = getenv("H3_TEST_PLANT");
+  if (!plant || strcmp(plant, name) != 0) return 0;
+  if (!g_plant_applied) fprintf(stderr, "PLANTED DEFECT applied: %s\n", name);
+  g_plant_applied = 1;
+  return 1;
+}
+
+double h3t_max_nan(double m, double d) { return (d != d || d > m) ? d : m; }
+
+void h3t_dit_bf16_check(const char *what, double bv, double ba, double fv, double fa) {
+  printf("%s bf16: rel-L2 vs bf16 reference video %.2e audio %.2e, vs f32 reference video %.2e audio %.2e "
+         "(ratio %.2f / %.2f)\n",
+         what, bv, ba, fv, fa, fv > 0 ? bv / fv : INFINITY, fa > 0 ? ba / fa : INFINITY);
+  CHECK_MSG(bv <= H3T_DIT_BF16_TOL && ba <= H3T_DIT_BF16_TOL, "%s bf16: rel-L2 vs the bf16 reference %.3e / %.3e > %.1e",
+            what, bv, ba, H3T_DIT_BF16_TOL);
+  CHECK_MSG(bv <= H3T_DIT_BF16_RATIO * fv && ba <= H3T_DIT_BF16_RATIO * fa,
+            "%s bf16: not closer to the bf16 reference than to the f32 one (%.3e vs %.3e, %.3e vs %.3e; at most "
+            "%.2fx)",
+            what, bv, fv, ba, fa, H3T_DIT_BF16_RATIO);
 }
 
 double h3t_rel_l2(const float *a, const float *b, size_t n) {
@@ -33,11 +85,39 @@ void h3t_fill_random(float *x, size_t n, uint64_t seed) {
   }
 }
 
+enum { MAX_TMPDIRS = 16 };
+static char *g_tmpdirs[MAX_TMPDIRS];
+static int g_ntmp;
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  if (remove(path) != 0) perror(path);
+  return 0; /* keep going */
+}
+
+static void rm_tmpdirs(void) {
+  const char *keep = getenv("H3_KEEP_TMP");
+  for (int i = 0; i < g_ntmp; i++) {
+    if (keep && *keep && strcmp(keep, "0"))
+      printf("H3_KEEP_TMP: kept %s\n", g_tmpdirs[i]);
+    else
+      nftw(g_tmpdirs[i], rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(g_tmpdirs[i]);
+  }
+  g_ntmp = 0;
+}
+
 const char *h3t_tmpdir(void) {
-  static char buf[256];
-  snprintf(buf, sizeof buf, "/tmp/h3test.XXXXXX");
+  const char *base = getenv("TMPDIR");
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s/h3test.XXXXXX", base && *base ? base : "/tmp");
+  if (g_ntmp == MAX_TMPDIRS) { fprintf(stderr, "h3t_tmpdir: more than %d folders\n", MAX_TMPDIRS); exit(2); }
   if (!mkdtemp(buf)) { perror("mkdtemp"); exit(2); }
-  return buf;
+  static int registered;
+  if (!registered) registered = 1, atexit(rm_tmpdirs);
+  g_tmpdirs[g_ntmp] = strdup(buf);
+  if (!g_tmpdirs[g_ntmp]) { perror("strdup"); exit(2); }
+  return g_tmpdirs[g_ntmp++];
 }
 
 const char *h3t_source_dir(void) {
@@ -45,9 +125,10 @@ const char *h3t_source_dir(void) {
   return s ? s : ".";
 }
 
-const char *h3t_shared_dir(void) {
-  const char *s = getenv("H3_SHARED_DIR");
-  return s ? s : "../shared";
+const char *h3t_snapshot_dir(void) {
+  static char buf[1024];
+  snprintf(buf, sizeof buf, "%s/tests/data/minimax-h3-snapshot", h3t_source_dir());
+  return buf;
 }
 
 int h3t_backend(struct h3_backend **out) {

@@ -15,6 +15,7 @@ bins=("$build/h3")
 for t in "$build"/tests/test_*; do [ -x "$t" ] && bins+=("$t"); done
 if [ -x "$build/bench/dit_bench" ]; then bins+=("$build/bench/dit_bench"); fi
 if [ -x "$build/bench/vae_bench" ]; then bins+=("$build/bench/vae_bench"); fi
+if [ -x "$build/bench/vae_enc_bench" ]; then bins+=("$build/bench/vae_enc_bench"); fi
 for b in "${bins[@]}"; do strip -o ".devbundle/stage/bin/$(basename "$b")" "$b"; done
 # shared libraries from this system, except the C library and CUDA's own (the GPU machine has those)
 ldd "${bins[@]}" | awk '/=> \//{print $3}' | sort -u |

@@ -4,9 +4,9 @@ names, dtypes and shapes, each safetensors file a valid header followed by a hol
 real configs and tokenizer files. With H3_SYNTHETIC_WEIGHTS=1 the CUDA backend generates every weight it
 uploads on the GPU, so such a snapshot runs at the released size for timing without reading ~130 GB.
 
-usage: make_sparse_snapshot.py META_DIR DST_ROOT
-  META_DIR: configs + index files of the release (../shared/data/minimax-h3-snapshot, or the copy that
-            tools/device/prep_real_shape.sh puts in .devsnap/meta for the device machine)
+usage: make_sparse_snapshot.py [--encoders] META_DIR DST_ROOT
+  META_DIR: configs + index files of the release (the project's copy tests/data/minimax-h3-snapshot, or
+            the copy that tools/device/prep_real_shape.sh puts in .devsnap/meta for the device machine)
 
 Components written (the layout the engine's locators search):
   FL2VA/transformer/  the DiT, from its index (tests/tools/make_sparse_shards.py: shapes from the config;
@@ -18,6 +18,10 @@ Components written (the layout the engine's locators search):
                       (the release's 10.4 GB index total is the F32 size)
   audio_vae/          the BigVGAN decoder as one file, names and shapes from the config
                       (tools/audio_vae_shapes.py, shared with tools/toy/make_templates.py), F32
+  --encoders          also what keyframes need: the video VAE's encoder + quant_conv (shapes from the
+                      config: conv_in, down blocks of resnets with a 1x1x1 shortcut where the width changes,
+                      one downsampler conv per block, norm_out, conv_out), the Qwen3-VL vision tower (shapes
+                      from vision_config) and processor/
 """
 import json
 import os
@@ -87,7 +91,55 @@ def text_encoder(meta, dst):
     index = json.load(open(os.path.join(src, "model.safetensors.index.json")))
     top = {"model.language_model.embed_tokens.weight": [V, H], "model.language_model.norm.weight": [H]}
     t = pick(index["weight_map"], "BF16", top, r"^model\.language_model\.layers\.\d+\.(.*)$", per)
+    if ENCODERS:
+        t.update(vision_tower(json.load(open(os.path.join(src, "config.json")))["vision_config"], index["weight_map"]))
     return write_indexed(src, out, "model.safetensors.index.json", t)
+
+
+def vision_tower(v, weight_map):
+    """The Qwen3-VL vision tower's tensors of the index, shapes from vision_config (BF16)."""
+    H, I, O, m = v["hidden_size"], v["intermediate_size"], v["out_hidden_size"], v["spatial_merge_size"] ** 2
+    M = m * H
+    top = {"model.visual.patch_embed.proj.weight": [H, v["in_channels"], v["temporal_patch_size"], v["patch_size"],
+                                                    v["patch_size"]],
+           "model.visual.patch_embed.proj.bias": [H], "model.visual.pos_embed.weight": [v["num_position_embeddings"], H],
+           "model.visual.merger.norm.weight": [H], "model.visual.merger.norm.bias": [H],
+           "model.visual.merger.linear_fc1.weight": [M, M], "model.visual.merger.linear_fc1.bias": [M],
+           "model.visual.merger.linear_fc2.weight": [O, M], "model.visual.merger.linear_fc2.bias": [O]}
+    blk = {"attn.qkv.weight": [3 * H, H], "attn.qkv.bias": [3 * H], "attn.proj.weight": [H, H], "attn.proj.bias": [H],
+           "mlp.linear_fc1.weight": [I, H], "mlp.linear_fc1.bias": [I], "mlp.linear_fc2.weight": [H, I],
+           "mlp.linear_fc2.bias": [H], "norm1.weight": [H], "norm1.bias": [H], "norm2.weight": [H], "norm2.bias": [H]}
+    deep = {"norm.weight": [M], "norm.bias": [M], "linear_fc1.weight": [M, M], "linear_fc1.bias": [M],
+            "linear_fc2.weight": [O, M], "linear_fc2.bias": [O]}
+    t = pick(weight_map, "BF16", top, r"^model\.visual\.blocks\.\d+\.(.*)$", blk)
+    t.update(pick(weight_map, "BF16", {}, r"^model\.visual\.deepstack_merger_list\.\d+\.(.*)$", deep))
+    return t
+
+
+def video_vae_encoder(c, weight_map):
+    """The video VAE's encoder + quant_conv tensors of the index, shapes from the config (F32)."""
+    b, C, k = c["block_out_channels"], c["latent_channels"], [3, 3, 3]
+    t = {"encoder.conv_in.weight": [b[0], c["in_channels"]] + k, "encoder.conv_in.bias": [b[0]],
+         "encoder.norm_out.weight": [b[-1]], "encoder.norm_out.bias": [b[-1]],
+         "encoder.conv_out.weight": [2 * C, b[-1]] + k, "encoder.conv_out.bias": [2 * C],
+         "quant_conv.weight": [2 * C, 2 * C, 1, 1, 1], "quant_conv.bias": [2 * C]}
+    for i, out in enumerate(b):
+        cin = b[i - 1] if i else b[0]
+        for j in range(c["layers_per_block"]):
+            r, ci = f"encoder.down_blocks.{i}.resnets.{j}.", cin if j == 0 else out
+            t.update({r + "norm1.weight": [ci], r + "norm1.bias": [ci], r + "conv1.weight": [out, ci] + k,
+                      r + "conv1.bias": [out], r + "norm2.weight": [out], r + "norm2.bias": [out],
+                      r + "conv2.weight": [out, out] + k, r + "conv2.bias": [out]})
+            if ci != out:
+                t.update({r + "conv_shortcut.weight": [out, ci, 1, 1, 1], r + "conv_shortcut.bias": [out]})
+        d = f"encoder.down_blocks.{i}.downsamplers.0.conv."
+        t.update({d + "weight": [out, out] + k, d + "bias": [out]})
+    # only what the release's index names (its downsamplers and shortcuts decide), each with its shape
+    names = {n for n in weight_map if n.startswith("encoder.") or n.startswith("quant_conv.")}
+    missing = sorted(names - set(t))
+    if missing:
+        raise SystemExit(f"video VAE encoder: no shape rule for {missing[:5]}")
+    return {n: ("F32", t[n]) for n in names}
 
 
 def video_vae(meta, dst):
@@ -115,6 +167,8 @@ def video_vae(meta, dst):
            "scale1": [D], "scale2": [D]}
     index = json.load(open(os.path.join(src, "diffusion_pytorch_model.safetensors.index.json")))
     t = pick(index["weight_map"], "F32", top, r"^decoder\.transformer_blocks\.\d+\.(.*)$", blk)
+    if ENCODERS:
+        t.update(video_vae_encoder(c, index["weight_map"]))
     return write_indexed(src, out, "diffusion_pytorch_model.safetensors.index.json", t)
 
 
@@ -130,15 +184,24 @@ def audio_vae(meta, dst):
                         {k: ("F32", v) for k, v in t.items()})
 
 
+ENCODERS = False
+
+
 def main():
-    if len(sys.argv) != 3:
+    global ENCODERS
+    args = sys.argv[1:]
+    if args and args[0] == "--encoders":
+        ENCODERS, args = True, args[1:]
+    if len(args) != 2:
         raise SystemExit(__doc__)
-    meta, dst = sys.argv[1], sys.argv[2]
+    meta, dst = args
     os.makedirs(dst, exist_ok=True)
     dit(meta, dst)
     sizes = {"text_encoder": text_encoder(meta, dst)}
     copy(os.path.join(meta, "tokenizer"), os.path.join(dst, "tokenizer"),
          ["vocab.json", "merges.txt", "tokenizer_config.json"])
+    if ENCODERS:
+        copy(os.path.join(meta, "processor"), os.path.join(dst, "processor"), sorted(os.listdir(os.path.join(meta, "processor"))))
     sizes["vae"] = video_vae(meta, dst)
     sizes["audio_vae"] = audio_vae(meta, dst)
     for k, v in sizes.items():

@@ -6,11 +6,13 @@
 # whose CUDA backend generates every weight on the GPU instead of reading the files: outputs are
 # noise, the timing and memory figures are the real ones.  Output: the raw clip as .safetensors
 # (the bundle is built without FFmpeg).  Logs and the profile table go to $OUT.
-#   here:   bash tools/device/make_bundle.sh && bash tools/device/prep_real_shape.sh
-#   device: run(command="bash tools/device/real_shape_run.sh", carry=[".devbundle", ".devsnap"], timeout_s=600)
+#   here:   bash tools/device/make_bundle.sh
+#   device: run(command="bash tools/device/real_shape_run.sh", carry=[".devbundle"], timeout_s=600)  (META: the configs, default tests/data/minimax-h3-snapshot)
 # Environment: STEPS (grid points, default 3 = 2 DiT forwards), SIZE (960x544), FRAMES (124), AUDIO=0 to skip it,
 # GPUS=N for h3 generate --gpus N (DiT sequence-parallel, video-VAE windows spread), SYNTH=0 to read
 # the (sparse: all-zero) files instead of generating weights, which times the real upload path.
+# KEYFRAMES=first|last|both: FL2VA with that many keyframes (PPM files made here at the canvas size, read
+# without FFmpeg), through --first-frame / --last-frame.
 set -uo pipefail
 final=${OUT:-/tmp/h3out}; mkdir -p "$final"
 root=/tmp/h3dev
@@ -22,23 +24,45 @@ export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
 bin=$root/bin
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$final/gpu.txt"
 snap=/tmp/h3snap
-if [ "${REUSE_SNAP:-0}" = 1 ] && [ -d "$snap" ]; then  # REUSE_SNAP=1: keep the files (and their page cache)
-  echo "reusing $snap" | tee "$final/snapshot.log"
+enc=(); [ -n "${KEYFRAMES:-}" ] && enc=(--encoders)  # keyframes need the VAE encoder, the vision tower, processor/
+if [ "${REUSE_SNAP:-0}" = 1 ] && [ -d "$snap" ] && { [ -z "${KEYFRAMES:-}" ] || [ -d "$snap/processor" ]; }; then
+  echo "reusing $snap" | tee "$final/snapshot.log"  # REUSE_SNAP=1: keep the files (and their page cache)
 else
   rm -rf "$snap"
-  python3 tools/device/make_sparse_snapshot.py .devsnap/meta "$snap" 2>&1 | tee "$final/snapshot.log" || exit 1
+  python3 tools/device/make_sparse_snapshot.py "${enc[@]}" "${META:-tests/data/minimax-h3-snapshot}" "$snap" 2>&1 | tee "$final/snapshot.log" || exit 1
 fi
 du -sh "$snap" | tee -a "$final/snapshot.log"; du -sh --apparent-size "$snap" | tee -a "$final/snapshot.log"
 "$bin/h3" info "$snap" >"$final/info.txt" 2>&1
 audio=(); [ "${AUDIO:-1}" = 0 ] && audio=(--no-audio)
 gpus=(); [ "${GPUS:-1}" != 1 ] && gpus=(--gpus "$GPUS")
+keys=()
+if [ -n "${KEYFRAMES:-}" ]; then
+  sz=${SIZE:-960x544}
+  for k in first last; do  # a smooth gradient with a disc: a picture, not noise
+    python3 - "$sz" "/tmp/h3key_$k.ppm" "$k" <<'PY'
+import sys
+w, h = map(int, sys.argv[1].split("x")); out = sys.argv[2]; shift = 0 if sys.argv[3] == "first" else w // 3
+px = bytearray()
+for y in range(h):
+    for x in range(w):
+        d = (x - w // 3 - shift) ** 2 + (y - h // 2) ** 2 < (h // 4) ** 2
+        px += bytes((255, 240, 200) if d else (x * 255 // w, y * 255 // h, 128))
+open(out, "wb").write(b"P6\n%d %d\n255\n" % (w, h) + bytes(px))
+PY
+  done
+  case $KEYFRAMES in
+  first) keys=(--first-frame /tmp/h3key_first.ppm) ;;
+  last) keys=(--last-frame /tmp/h3key_last.ppm) ;;
+  *) keys=(--first-frame /tmp/h3key_first.ppm --last-frame /tmp/h3key_last.ppm) ;;
+  esac
+fi
 export NCCL_NVLS_ENABLE=0
 nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
 [ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$nccl_dir:$LD_LIBRARY_PATH"
 t0=$(date +%s)
 H3_SYNTHETIC_WEIGHTS=${SYNTH:-1} "$bin/h3" generate --device cuda --profile --plain --model "$snap" \
   -p "a red fox trotting through fresh snow at dawn, the camera following low to the ground" \
-  --size "${SIZE:-960x544}" --frames "${FRAMES:-124}" --steps "${STEPS:-3}" --seed 1 "${audio[@]}" "${gpus[@]}" \
+  --size "${SIZE:-960x544}" --frames "${FRAMES:-124}" --steps "${STEPS:-3}" --seed 1 "${audio[@]}" "${gpus[@]}" "${keys[@]}" \
   -o /tmp/real_shape_clip.safetensors 2>&1 | tee "$final/real_shape.log"
 rc=${PIPESTATUS[0]}
 echo "h3 generate rc=$rc, $(( $(date +%s) - t0 )) s" | tee -a "$final/real_shape.log"

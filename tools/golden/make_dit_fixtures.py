@@ -1138,6 +1138,18 @@ def make_config(cfg_name, root, bd, summary):
 
 
 MANIFEST_NOTES = """
+## Provenance: reference outputs and self-made fixtures
+
+- Reference-made: `*.out.f32` and `*.out.bf16` are `diffusers.MiniMaxH3Transformer3DModel` forwards (weights
+  loaded from `diffusers/`); `diffusers/` is the reference's own format; `original/` is checked by running the
+  diffusers' converter `scripts/convert_minimax_h3_to_diffusers.py` over it back to the diffusers weights.
+- SELF-MADE (not from a reference implementation): `comfy.safetensors` and `comfy_curve.safetensors` are written
+  by this script's own converter (`diffusers_to_original(..., "contiguous")`), following our reading of the
+  ComfyUI layout (spec dit.md 2.4); no public ComfyUI loader for MiniMax-H3 was available to derive or check them.
+  `*.out.curve_f32` come from this script's own model of the pruned "curve" form (`build_curve_model`: the
+  diffusers model with its time path and AdaLN Linears replaced by our implementation of the curve), so a test
+  against them checks h3 against our own reading of the curve, not against a reference: it is circular.
+
 ## Files (per config directory `dit/<cfg>/`)
 
 | file | content |

@@ -47,7 +47,7 @@ from diffusers.video_processor import VideoProcessor
 OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join("tests", "golden", "generate")
 TAR = sys.argv[2] if len(sys.argv) > 2 else None
 DIT_SRC = os.path.join("tests", "golden", "dit", "tiny", "diffusers")
-SNAPSHOT = "/work/shared/data/minimax-h3-snapshot"
+SNAPSHOT = os.path.join("tests", "data", "minimax-h3-snapshot")  # the release's configs, inside the project
 
 NUM_FRAMES = 124
 TEXT_LEN = 9
@@ -241,7 +241,7 @@ def build_schedulers():
         if os.path.isdir(p):
             s = MiniMaxH3Scheduler.from_pretrained(p)
             src = p
-        else:  # the device machine has no snapshot: its config holds `shift` alone
+        else:  # no snapshot copy here (run from the repository root): its config holds `shift` alone
             s = MiniMaxH3Scheduler(shift=shift)
             src = f"MiniMaxH3Scheduler(shift={shift}) (= {SNAPSHOT}/{sub}/scheduler_config.json)"
         assert float(s.config.shift) == shift, (sub, s.config.shift)

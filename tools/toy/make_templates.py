@@ -20,11 +20,13 @@ def audio_vae_toy():
     soundtrack lasts as long as its video. Names and shapes follow the reference checkpoints (same
     pattern as tests/golden/audio_vae/mid); the config starts from that fixture's."""
     cfg = json.load(open(os.path.join(ROOT, "tests/golden/audio_vae/mid/diffusers/config.json")))
-    released = json.load(open(os.path.join(ROOT, "..", "shared", "data", "minimax-h3-snapshot", "audio_vae",
-                                            "config.json")))
+    released = json.load(open(os.path.join(ROOT, "tests", "data", "minimax-h3-snapshot", "audio_vae", "config.json")))
     rates, dim, lat, ch_lat = [8, 5, 5, 4], 32, 32, released["latent_channels"]
     kernels, rk, rd = [2 * r if r % 2 == 0 else 2 * r - 1 for r in rates], [3], [[1, 3]]
-    cfg.update(decoder_dim=dim, decoder_rates=rates, decoder_kernel_sizes=kernels, latent_dim=lat,
+    # encoder_rates: the reference requires prod(decoder_rates) == prod(encoder_rates) (the toy has no
+    # encoder weights, but its config must still be one the reference builds)
+    cfg.update(encoder_rates=list(reversed(rates)), decoder_dim=dim, decoder_rates=rates, decoder_kernel_sizes=kernels,
+               latent_dim=lat,
                latent_channels=ch_lat, resblock_kernel_sizes=rk, resblock_dilation_sizes=rd,
                latents_mean=released["latents_mean"], latents_std=released["latents_std"])
     t = decoder_shapes(dim, lat, ch_lat, rates, kernels, rk, rd)
@@ -33,8 +35,8 @@ def audio_vae_toy():
 
 COMPONENTS = [
     # (name in the toy snapshot, fixture folder in diffusers layout, tensor-name filter)
-    ("vae", "tests/golden/generate/vae", lambda k: not k.startswith("encoder.") and k != "quant_conv.weight"
-     and k != "quant_conv.bias"),
+    # the whole video VAE: the decoder, and the encoder (+ quant_conv) that fl2va keyframes go through
+    ("vae", "tests/golden/generate/vae", None),
     ("audio_vae", audio_vae_toy, None),
 ]
 
@@ -69,7 +71,7 @@ def main():
             tensors = headers(folder)
         lines = []
         for k in sorted(tensors):
-            if not keep(k):
+            if keep is not None and not keep(k):
                 continue
             v = tensors[k]
             lines.append(f"{k} {v['dtype']} {','.join(str(d) for d in v['shape'])}")

@@ -19,11 +19,13 @@ h3_status h3_cpu_channel_affine(h3_backend *be, const h3_tensor *x, const h3_ten
                                 h3_tensor *y);
 h3_status h3_cpu_add_div(h3_backend *be, h3_tensor *y, const h3_tensor *x, float div);
 h3_status h3_cpu_tanh_clamp(h3_backend *be, h3_tensor *x, bool use_tanh, float lo, float hi);
+/* audio VAE encoder */
+h3_status h3_cpu_transpose12(h3_backend *be, const h3_tensor *x, h3_tensor *y);
 
 /* The vtable entries, for cpu_backend.c:
  *   .conv1d = h3_cpu_conv1d, .conv_transpose1d = h3_cpu_conv_transpose1d,
  *   .snake = h3_cpu_snake, .snake_aa = h3_cpu_snake_aa,
  *   .channel_affine = h3_cpu_channel_affine, .add_div = h3_cpu_add_div,
- *   .tanh_clamp = h3_cpu_tanh_clamp */
+ *   .tanh_clamp = h3_cpu_tanh_clamp, .transpose12 = h3_cpu_transpose12 */
 
 #endif

@@ -566,3 +566,40 @@ h3_status h3_cpu_tanh_clamp(h3_backend *be, h3_tensor *x, bool use_tanh, float l
   h3_parallel_for(h3_default_pool(), h3_tensor_numel(x), 65536, tanh_clamp_task, &c);
   return H3_OK;
 }
+
+/* ---- transpose12 (audio VAE encoder) -------------------------------------------- */
+
+#define TR_TILE 32
+
+typedef struct tr_ctx {
+  const float *x;
+  float *y;
+  int64_t R, C, nrt, nct;
+} tr_ctx;
+
+/* one task = one (batch, 32 x 32 tile) */
+static void transpose_task(void *vctx, int64_t begin, int64_t end, int thread) {
+  const tr_ctx *c = vctx;
+  (void)thread;
+  for (int64_t task = begin; task < end; task++) {
+    const int64_t ct = task % c->nct, rt = (task / c->nct) % c->nrt, b = task / (c->nct * c->nrt);
+    const int64_t r0 = rt * TR_TILE, r1 = imin(c->R, r0 + TR_TILE), c0 = ct * TR_TILE, c1 = imin(c->C, c0 + TR_TILE);
+    const float *xb = c->x + b * c->R * c->C;
+    float *yb = c->y + b * c->R * c->C;
+    for (int64_t j = c0; j < c1; j++)
+      for (int64_t i = r0; i < r1; i++) yb[j * c->R + i] = xb[i * c->C + j];
+  }
+}
+
+h3_status h3_cpu_transpose12(h3_backend *be, const h3_tensor *x, h3_tensor *y) {
+  static const char *op = "transpose12";
+  (void)be;
+  H3_TRY(h3_check_transpose12(op, x, y));
+  tr_ctx c = {.x = x->data, .y = y->data, .R = x->shape[1], .C = x->shape[2]};
+  c.nrt = (c.R + TR_TILE - 1) / TR_TILE;
+  c.nct = (c.C + TR_TILE - 1) / TR_TILE;
+  const int64_t tasks = x->shape[0] * c.nrt * c.nct;
+  if (tasks == 0) return H3_OK;
+  h3_parallel_for(h3_default_pool(), tasks, 4, transpose_task, &c);
+  return H3_OK;
+}

@@ -1,13 +1,14 @@
 /* CPU backend: creation, memory, scratch buffers and the op table.
  *
  * Ops of other files are wired into cpu_ops below; video/audio VAE ops
- * (cpu_vvae.h, cpu_avae.h) follow `.destroy`, as in h3_backend_ops. */
+ * (cpu_vvae.h, cpu_avae.h, cpu_venc.h) follow `.destroy`, as in h3_backend_ops. */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_avae.h"
 #include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_venc.h"
 #include "backend/cpu/cpu_vvae.h"
 
 static size_t round_up(size_t n) { return (n + H3_CPU_ALIGN - 1) & ~(size_t)(H3_CPU_ALIGN - 1); }
@@ -112,6 +113,16 @@ static const h3_backend_ops cpu_ops = {
     .channel_affine = h3_cpu_channel_affine,
     .add_div = h3_cpu_add_div,
     .tanh_clamp = h3_cpu_tanh_clamp,
+    /* video VAE encoder (cpu_venc_ops.c) */
+    .conv3d = h3_cpu_conv3d,
+    .group_norm3d = h3_cpu_group_norm3d,
+    /* vision tower */
+    .gelu = h3_cpu_gelu,
+    .transpose12 = h3_cpu_transpose12,
+    .geglu = h3_cpu_geglu,
+    .qk_rope = h3_cpu_qk_rope,
+    /* LoRA (cpu_lora.c) */
+    .linear_lora = h3_cpu_linear_lora,
 };
 
 h3_status h3_backend_cpu_create(h3_backend **out) { return h3_backend_cpu_create_pool(h3_default_pool(), out); }

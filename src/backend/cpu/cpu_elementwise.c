@@ -1,7 +1,9 @@
-/* Elementwise and row-movement ops: swiglu, silu, round_bf16, zero,
+/* Elementwise and row-movement ops: swiglu, silu, gelu, geglu, round_bf16, zero,
  * scatter_rows, gather_rows.
  *   silu(g) = g / (1 + exp(-g))
+ *   gelu    PyTorch's f32 expressions (backend.h); bf16 emulation: rounded result
  *   swiglu  out = value * silu(gate); bf16 emulation: s = round(silu(gate)), out = round(value * s)
+ *   geglu   out = gelu_tanh(gate) * value; bf16 emulation: g = round(gelu_tanh(gate)), out = round(g * value)
  *   silu    bf16 emulation: round(silu(x))
  *   round_bf16 rounds only under bf16 emulation: in plain f32 mode activations
  *   stay f32 end to end (the fp32 parity configuration), so it is a no-op. */
@@ -92,6 +94,74 @@ h3_status h3_cpu_silu(h3_backend *be, h3_tensor *x) {
   ew_ctx C = {.a = x, .cols = x->shape[1], .emu = be->emulate_bf16};
   if (C.cols == 0) return H3_OK;
   h3_cpu_parallel(c, x->shape[0], row_grain(C.cols * 4), silu_rows, &C);
+  return H3_OK;
+}
+
+/* ---- gelu ------------------------------------------------------------------ */
+
+/* PyTorch's GeluKernel (aten/src/ATen/native/cpu/Activation.cpp), scalar form, f32. */
+static inline float gelu_erf(float x) { return x * 0.5f * (1.0f + erff(x * (float)M_SQRT1_2)); }
+static inline float gelu_tanh(float x) {
+  const float kBeta = (float)(M_SQRT2 * M_2_SQRTPI * 0.5), kKappa = 0.044715f;
+  const float x_cube = x * x * x;
+  const float inner = kBeta * (x + kKappa * x_cube);
+  return 0.5f * x * (1.0f + tanhf(inner));
+}
+
+typedef struct gelu_ctx {
+  const h3_tensor *x;
+  int64_t cols;
+  bool tanh_approx, emu;
+} gelu_ctx;
+
+static void gelu_rows(void *vctx, int64_t b, int64_t e, int tid) {
+  (void)tid;
+  const gelu_ctx *C = vctx;
+  for (int64_t r = b; r < e; r++) {
+    float *x = h3_cpu_row(C->x, r);
+    if (C->tanh_approx)
+      for (int64_t j = 0; j < C->cols; j++) x[j] = h3_cpu_rnd(C->emu, gelu_tanh(x[j]));
+    else
+      for (int64_t j = 0; j < C->cols; j++) x[j] = h3_cpu_rnd(C->emu, gelu_erf(x[j]));
+  }
+}
+
+h3_status h3_cpu_gelu(h3_backend *be, h3_tensor *x, bool tanh_approx) {
+  h3_cpu_impl *c = h3_cpu_impl_of(be);
+  H3_TRY(h3_cpu_check_mat(x, H3_DT_F32, "gelu", "x"));
+  gelu_ctx C = {.x = x, .cols = x->shape[1], .tanh_approx = tanh_approx, .emu = be->emulate_bf16};
+  if (C.cols == 0) return H3_OK;
+  h3_cpu_parallel(c, x->shape[0], row_grain(C.cols * 4), gelu_rows, &C);
+  return H3_OK;
+}
+
+/* ---- geglu ------------------------------------------------------------------ */
+
+static void geglu_rows(void *vctx, int64_t b, int64_t e, int tid) {
+  (void)tid;
+  const ew_ctx *C = vctx;
+  for (int64_t r = b; r < e; r++) {
+    const float *f = h3_cpu_row(C->a, r);
+    const float *g = f + C->gate_col, *v = f + C->value_col;
+    float *o = h3_cpu_row(C->b, r);
+    for (int64_t j = 0; j < C->cols; j++) {
+      const float a = h3_cpu_rnd(C->emu, gelu_tanh(g[j]));
+      o[j] = h3_cpu_rnd(C->emu, a * v[j]);
+    }
+  }
+}
+
+h3_status h3_cpu_geglu(h3_backend *be, const h3_tensor *f, int64_t gate_col, int64_t value_col, h3_tensor *out) {
+  static const char *op = "geglu";
+  h3_cpu_impl *c = h3_cpu_impl_of(be);
+  H3_TRY(h3_cpu_check_mat(f, H3_DT_F32, op, "f"));
+  H3_TRY(h3_cpu_check_mat(out, H3_DT_F32, op, "out"));
+  H3_TRY(h3_check_glu(op, f, gate_col, value_col, out));
+  if (h3_views_overlap(f, out)) return h3_fail(H3_ERR_INVALID, "%s: out overlaps f", op);
+  const int64_t M = out->shape[0], F = out->shape[1];
+  ew_ctx C = {.a = f, .b = out, .gate_col = gate_col, .value_col = value_col, .cols = F, .emu = be->emulate_bf16};
+  if (F == 0 || M == 0) return H3_OK;
+  h3_cpu_parallel(c, M, row_grain(F * 4), geglu_rows, &C);
   return H3_OK;
 }
 

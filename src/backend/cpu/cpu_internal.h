@@ -133,10 +133,16 @@ h3_status h3_cpu_qk_norm_rope(h3_backend *be, h3_tensor *qkv, const h3_qkv_layou
 h3_status h3_cpu_attention(h3_backend *be, const h3_tensor *qkv, const h3_qkv_layout *lay, float scale, h3_tensor *out);
 h3_status h3_cpu_swiglu(h3_backend *be, const h3_tensor *f, int64_t gate_col, int64_t value_col, h3_tensor *out);
 h3_status h3_cpu_silu(h3_backend *be, h3_tensor *x);
+h3_status h3_cpu_gelu(h3_backend *be, h3_tensor *x, bool tanh_approx);
+h3_status h3_cpu_geglu(h3_backend *be, const h3_tensor *f, int64_t gate_col, int64_t value_col, h3_tensor *out);
+h3_status h3_cpu_qk_rope(h3_backend *be, h3_tensor *qkv, const h3_qkv_layout *lay, const h3_tensor *cos,
+                         const h3_tensor *sin);
 h3_status h3_cpu_scatter_rows(h3_backend *be, h3_tensor *dst, const h3_tensor *idx, const h3_tensor *src);
 h3_status h3_cpu_gather_rows(h3_backend *be, h3_tensor *dst, const h3_tensor *src, const h3_tensor *idx);
 h3_status h3_cpu_round_bf16(h3_backend *be, h3_tensor *x);
 h3_status h3_cpu_zero(h3_backend *be, h3_tensor *x);
+h3_status h3_cpu_linear_lora(h3_backend *be, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                             const h3_tensor *a, const h3_tensor *b, float scale, h3_tensor *y);
 
 /* Check a fused-QKV layout against qkv [S, C] (shared by rope and attention):
  * heads, kv_heads (0 = heads; must divide heads), causal in {0, 1}, spans

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/settings.h"
 #include "backend/backend.h"
 #include "core/barrier.h"
 #include "core/comm.h"
@@ -53,11 +54,11 @@ typedef struct nccl_api {
 
 static nccl_api g_nccl;
 static pthread_once_t g_nccl_once = PTHREAD_ONCE_INIT;
-static char g_nccl_err[512];
+static char g_nccl_err[2048];
 
 static void nccl_load_once(void) {
-  const char *env = getenv("H3_NCCL_LIBRARY");
-  const char *names[] = {env && *env ? env : NULL, "libnccl.so.2", "libnccl.so"};
+  const char *env = h3_settings_get()->nccl_library;
+  const char *names[] = {*env ? env : NULL, "libnccl.so.2", "libnccl.so"};
   void *lib = NULL;
   for (size_t i = 0; i < sizeof names / sizeof *names && !lib; i++)
     if (names[i]) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
@@ -258,8 +259,7 @@ static h3_status setup_peer(nccl_group *g, const int *devices) {
   g->done = calloc((size_t)n, sizeof *g->done);
   if (!g->device || !g->recv || !g->ready || !g->done) return h3_fail(H3_ERR_NOMEM, "NCCL communicator");
   memcpy(g->device, devices, (size_t)n * sizeof *devices);
-  const char *mode = getenv("H3_COMM_A2A");
-  bool peer = n > 1 && !(mode && !strcmp(mode, "nccl"));
+  bool peer = n > 1 && !h3_settings_get()->comm_a2a_nccl;
   for (int i = 0; i < n && peer; i++)
     for (int j = 0; j < n && peer; j++) {
       int can = 0;

@@ -1,7 +1,11 @@
 /* CUDA attention: out[S, heads*D] = softmax(q k^T * scale) v per head, read in
  * place from the fused QKV buffer (see cuda_attention.h for the contract).
  *
- * BF16, head_dim 16/32/64/128: FlashAttention-2 style kernel (fa_bf16_kernel).
+ * BF16, head_dim 16/32/64/128: FlashAttention-2 style kernel (fa_bf16_kernel);
+ * head_dim 72 (the Qwen3-VL vision tower: 1152 / 16 heads) runs the same
+ * kernel at a padded width of 80 (DR = 72 real columns: the tiles' columns
+ * 72..79 are zero-filled in shared memory, so they add nothing to q.k and
+ * their output columns are never stored; H3_ATTN_PAD=0: the simple kernel).
  *   - A block of 4 warps owns BQ = 128 query rows of one head (32 rows, two
  *     16-row MMA tiles, per warp) and walks the keys in tiles of BK = 64 with
  *     an f32 online softmax (running max m and sum l per row, exp2 domain),
@@ -40,12 +44,14 @@
 #include "backend/cuda/cuda_attention.h"
 #include "backend/cuda/cuda_attention_sm90.h"
 #include "backend/cuda/cuda_internal.h"
+#include "core/settings.h"
 #endif
 
 /* H3_ATT_HOST_EMU: the kernels below (not the host side) also compile as plain
  * C++ for an off-GPU check that runs them with one host thread per CUDA
- * thread; that harness supplies the PTX wrappers and bf16 conversions that
- * this guard leaves out.  Normal builds never define it. */
+ * thread (tests/tools/attn_host_emu.cpp, run by tests/cli/attention_host_emu.sh);
+ * that harness supplies the PTX wrappers and bf16 conversions that this guard
+ * leaves out.  Normal builds never define it. */
 
 namespace {
 
@@ -137,10 +143,10 @@ template <int D> struct FaCfg {
   static constexpr int BQ = NW * MT * 16; /* 128 query rows per block */
   static constexpr int BK = 64;           /* keys per shared-memory tile */
   /* keys per compute step (a tile is computed in BK / BKC steps, each with its
-   * own online-softmax update): 32 for D = 128 keeps the scores (MT x BKC / 2
+   * own online-softmax update): 32 for D = 128 (and 80) keeps the scores (MT x BKC / 2
    * f32 per thread) and the output accumulators (MT x D / 2) within 255
    * registers without spills. */
-  static constexpr int BKC = D >= 128 ? 32 : 64;
+  static constexpr int BKC = D > 64 ? 32 : 64; /* 32 also for the padded width 80 (64 spills there) */
   static constexpr int MINB = 2;        /* blocks per SM the register budget aims for */
   static constexpr int LDS = D + 8;     /* padded shared row (elements): rows land 16 bytes apart in the banks */
   static constexpr bool QREG = D <= 64; /* keep Q fragments in registers (else re-read from shared memory) */
@@ -181,7 +187,42 @@ __device__ __forceinline__ void load_tile(uint16_t *sm, const uint16_t *g, int64
   }
 }
 
-template <int D, bool VEC>
+/* load_tile for a head of DR < D real columns computed at the padded width D
+ * (columns DR..D-1 zero-filled, rows >= S zeros): a plain strided loop over
+ * the tile's 16-byte chunks (VEC: DR a multiple of 8, g and ld 16-byte
+ * aligned) or elements, since D / 8 chunks per row need not divide the
+ * block's threads. */
+template <int R, int D, int DR, int NT, bool VEC>
+__device__ __forceinline__ void load_tile_pad(uint16_t *sm, const uint16_t *g, int64_t ld, int row0, int S, int tid) {
+  constexpr int LDS = D + 8;
+  static_assert(DR < D && D - DR < 16, "padded head_dim");
+  if constexpr (VEC) {
+    static_assert(DR % 8 == 0, "16-byte chunks of real columns");
+    constexpr int CPR = D / 8;
+    for (int i = tid; i < R * CPR; i += NT) {
+      const int r = i / CPR, c = (i - r * CPR) * 8;
+      const bool ok = row0 + r < S && c < DR;
+      const uint32_t dst = (uint32_t)__cvta_generic_to_shared(sm + r * LDS + c);
+      cp_async16(dst, ok ? g + (int64_t)(row0 + r) * ld + c : g, ok);
+    }
+  } else {
+    for (int i = tid; i < R * D; i += NT) {
+      const int r = i / D, c = i - r * D;
+      sm[r * LDS + c] = row0 + r < S && c < DR ? g[(int64_t)(row0 + r) * ld + c] : (uint16_t)0;
+    }
+  }
+}
+
+/* The tile loader of a kernel instance: the fixed-shape one for DR == D, else the padded one. */
+template <int R, int D, int DR, int NT, bool VEC>
+__device__ __forceinline__ void load_head_tile(uint16_t *sm, const uint16_t *g, int64_t ld, int row0, int S, int tid) {
+  if constexpr (DR == D) load_tile<R, D, NT, VEC>(sm, g, ld, row0, S, tid);
+  else load_tile_pad<R, D, DR, NT, VEC>(sm, g, ld, row0, S, tid);
+}
+
+/* D: the computed head width (a multiple of 16); DR: the head's real columns
+ * (D, or a padded head: see load_tile_pad), those read from qkv and written. */
+template <int D, bool VEC, int DR = D>
 __global__ void __launch_bounds__(FaCfg<D>::NT, FaCfg<D>::MINB) fa_bf16_kernel(const AttnParams p) {
   using C = FaCfg<D>;
   constexpr int NT = C::NT, MT = C::MT, BQ = C::BQ, BK = C::BK, LDS = C::LDS;
@@ -214,10 +255,10 @@ __global__ void __launch_bounds__(FaCfg<D>::NT, FaCfg<D>::MINB) fa_bf16_kernel(c
   const int wrow = warp * MT * 16; /* this warp's first row in the tile */
 
   /* group 0: Q; group 1: K/V tile 0 */
-  load_tile<BQ, D, NT, VEC>(Qs, Qg, p.ld_qkv, q0, S, tid);
+  load_head_tile<BQ, D, DR, NT, VEC>(Qs, Qg, p.ld_qkv, q0, S, tid);
   cp_async_commit();
-  load_tile<BK, D, NT, VEC>(Ks, Kg, p.ld_qkv, 0, S, tid);
-  load_tile<BK, D, NT, VEC>(Vs, Vg, p.ld_qkv, 0, S, tid);
+  load_head_tile<BK, D, DR, NT, VEC>(Ks, Kg, p.ld_qkv, 0, S, tid);
+  load_head_tile<BK, D, DR, NT, VEC>(Vs, Vg, p.ld_qkv, 0, S, tid);
   cp_async_commit();
   cp_async_wait<1>(); /* Q has landed (this thread's copies) */
   __syncthreads();    /* ... and everyone's */
@@ -255,8 +296,8 @@ __global__ void __launch_bounds__(FaCfg<D>::NT, FaCfg<D>::MINB) fa_bf16_kernel(c
   for (int kt = 0; kt < nkt; ++kt) {
     const int buf = kt & 1;
     if (kt + 1 < nkt) { /* prefetch the next K/V tile into the other buffer */
-      load_tile<BK, D, NT, VEC>(Ks + (buf ^ 1) * BK * LDS, Kg, p.ld_qkv, (kt + 1) * BK, S, tid);
-      load_tile<BK, D, NT, VEC>(Vs + (buf ^ 1) * BK * LDS, Vg, p.ld_qkv, (kt + 1) * BK, S, tid);
+      load_head_tile<BK, D, DR, NT, VEC>(Ks + (buf ^ 1) * BK * LDS, Kg, p.ld_qkv, (kt + 1) * BK, S, tid);
+      load_head_tile<BK, D, DR, NT, VEC>(Vs + (buf ^ 1) * BK * LDS, Vg, p.ld_qkv, (kt + 1) * BK, S, tid);
     }
     cp_async_commit();  /* possibly empty: keeps the group count uniform */
     cp_async_wait<1>(); /* tile kt has landed */
@@ -394,9 +435,10 @@ __global__ void __launch_bounds__(FaCfg<D>::NT, FaCfg<D>::MINB) fa_bf16_kernel(c
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       const int row = q0 + wrow + mt * 16 + g + hh * 8;
       if (row < S) {
-        uint16_t *orow = out + (int64_t)row * p.ld_out + (int64_t)h * D + 2 * t;
+        uint16_t *orow = out + (int64_t)row * p.ld_out + (int64_t)h * DR + 2 * t;
 #pragma unroll
         for (int dt = 0; dt < NDT; ++dt) {
+          if (dt * 8 >= DR) continue; /* a padded head's zero columns (never for DR == D) */
           const float v0 = o[mt][dt][2 * hh] * inv, v1 = o[mt][dt][2 * hh + 1] * inv;
           if constexpr (VEC) {
             *reinterpret_cast<uint32_t *>(orow + dt * 8) = pack_bf16(v0, v1);
@@ -527,17 +569,20 @@ h3_status set_smem(const void *fn, size_t bytes) {
   return H3_OK;
 }
 
-template <int D, bool VEC> h3_status launch_fa(const AttnParams &p, int heads, cudaStream_t st) {
+template <int D, bool VEC, int DR = D> h3_status launch_fa(const AttnParams &p, int heads, cudaStream_t st) {
   using C = FaCfg<D>;
-  H3_TRY(set_smem(reinterpret_cast<const void *>(&fa_bf16_kernel<D, VEC>), C::SMEM));
+  H3_TRY(set_smem(reinterpret_cast<const void *>(&fa_bf16_kernel<D, VEC, DR>), C::SMEM));
   dim3 grid((unsigned)((p.S + C::BQ - 1) / C::BQ), (unsigned)heads);
-  fa_bf16_kernel<D, VEC><<<grid, C::NT, C::SMEM, st>>>(p);
-  return h3_cuda_launched(kOp, "fa_bf16_kernel");
+  fa_bf16_kernel<D, VEC, DR><<<grid, C::NT, C::SMEM, st>>>(p);
+  return h3_cuda_launched(kOp, DR == D ? "fa_bf16_kernel" : "fa_bf16_kernel (padded head)");
 }
 
-template <int D> h3_status launch_fa_d(const AttnParams &p, int heads, bool vec, cudaStream_t st) {
-  return vec ? launch_fa<D, true>(p, heads, st) : launch_fa<D, false>(p, heads, st);
+template <int D, int DR = D> h3_status launch_fa_d(const AttnParams &p, int heads, bool vec, cudaStream_t st) {
+  return vec ? launch_fa<D, true, DR>(p, heads, st) : launch_fa<D, false, DR>(p, heads, st);
 }
+
+/* Padded heads on the tensor-core kernel unless H3_ATTN_PAD=0. */
+bool pad_heads_enabled() { return h3_settings_get()->attn_pad; }
 
 template <typename T> h3_status launch_simple(const AttnParams &p, int heads, cudaStream_t st) {
   const size_t smem = simple_smem(p.D);
@@ -642,6 +687,9 @@ h3_status attention(cudaStream_t stream, const h3_tensor *qkv, const h3_qkv_layo
     return launch_fa_d<64>(p, (int)H, vec, stream);
   case 128:
     return launch_fa_d<128>(p, (int)H, vec, stream);
+  case 72: /* the Qwen3-VL vision tower's heads, computed at width 80 */
+    if (pad_heads_enabled()) return launch_fa_d<80, 72>(p, (int)H, vec, stream);
+    return launch_simple<uint16_t>(p, (int)H, stream);
   default:
     return launch_simple<uint16_t>(p, (int)H, stream);
   }

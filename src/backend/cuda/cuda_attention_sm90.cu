@@ -51,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/settings.h"
 #include "backend/cuda/cuda_attention_sm90.h"
 #include "backend/cuda/cuda_internal.h"
 
@@ -605,20 +606,18 @@ h3_status launch(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &
 
 extern "C" h3_status h3_cuda_attention_sm90(cudaStream_t stream, const h3_attn_sm90_args *a, bool *handled) {
   *handled = false;
-  const char *env = getenv("H3_ATTN_KERNEL");
-  if (env && strcmp(env, "fa2") == 0) return H3_OK;
+  const h3_attn_kernel_choice choice = h3_settings_get()->attn_kernel;
+  if (choice == H3_ATTN_FA2) return H3_OK;
   /* ping-pong pays off on long key loops; below 8192 keys (few tiles per block) the
    * turn-taking costs more than it hides: dit_bench 512x512x22f (S = 2122) 0.145 s
    * without vs 0.147 s with, equal at S = 19540, 5.48 vs 5.53 s with at S = 37966 */
-  const bool pp = env && strcmp(env, "sm90-pp") == 0 ? true
-                  : env && strcmp(env, "sm90-nopp") == 0 ? false
-                                                         : a->S >= 8192;
+  const bool pp = choice == H3_ATTN_SM90_PP ? true : choice == H3_ATTN_SM90_NOPP ? false : a->S >= 8192;
 
   const int D = a->head_dim;
   /* K/V ring depth (H3_ATTN_STAGES=2 or 3 overrides): 2 at D = 128, 3 at D = 64, where the
    * video VAE decode measured 3.99 vs 4.06 s (1344x768x124f; no clear winner at D = 128) */
-  const char *st_env = getenv("H3_ATTN_STAGES");
-  const int stages = st_env && strcmp(st_env, "3") == 0 ? 3 : st_env && strcmp(st_env, "2") == 0 ? 2 : D == 64 ? 3 : 2;
+  const int set_stages = h3_settings_get()->attn_stages;
+  const int stages = set_stages == 2 || set_stages == 3 ? set_stages : D == 64 ? 3 : 2;
 
   if (a->causal || (D != 64 && D != 128) || !(a->scale > 0.0f) || !isfinite(a->scale)) return H3_OK;
   const int seqs = a->seqs > 1 ? a->seqs : 1;

@@ -5,14 +5,19 @@
  * cuda_linear.c (cuBLASLt); attention in cuda_attention.cu; the VAE ops in
  * cuda_vae_ops.cu.  See cuda_internal.h for the memory rules. */
 #include <cublasLt.h>
+#include <stdio.h>
 #include <cublas_v2.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/settings.h"
 #include "backend/cuda/cuda_attention.h"
+#include "backend/cuda/cuda_cudnn.h"
 #include "backend/cuda/cuda_internal.h"
+#include "core/quant_registry.h"
 #include "backend/cuda/cuda_uploader.h"
 #include "backend/cuda/cuda_vae_ops.h"
+#include "backend/cuda/cuda_venc_ops.h"
 #include "core/log.h"
 
 #define LT_WORKSPACE_BYTES ((size_t)32 << 20)
@@ -33,6 +38,30 @@ int h3_cuda_device_count(void) {
     return 0;
   }
   return n;
+}
+
+h3_status h3_cuda_device_info_get(int dev, h3_cuda_device_info *out) {
+  memset(out, 0, sizeof *out);
+  struct cudaDeviceProp p;
+  cudaError_t e = cudaGetDeviceProperties(&p, dev);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return h3_fail(H3_ERR_NOT_FOUND, "CUDA device %d: %s", dev, cudaGetErrorString(e));
+  }
+  snprintf(out->name, sizeof out->name, "%s", p.name);
+  out->major = p.major;
+  out->minor = p.minor;
+  out->total = p.totalGlobalMem;
+  int cur = 0;
+  if (cudaGetDevice(&cur) == cudaSuccess && cudaSetDevice(dev) == cudaSuccess) {
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) out->free = fr, out->total = tot;
+    (void)cudaSetDevice(cur);
+  }
+  (void)cudaGetLastError();
+  if (cudaDriverGetVersion(&out->driver) != cudaSuccess) (void)cudaGetLastError();
+  if (cudaRuntimeGetVersion(&out->runtime) != cudaSuccess) (void)cudaGetLastError();
+  return H3_OK;
 }
 
 /* ---- transfers ------------------------------------------------------------ */
@@ -377,6 +406,7 @@ h3_status h3_cuda_prefetch(h3_backend *be, const h3_tensor *t) {
   h3_cuda_impl *c = h3_cuda_impl_of(be);
   size_t n, es = h3_dtype_size(t->dtype);
   if (c->prefetch_off || !es || !t->data) return H3_OK; /* advisory: the first use uploads it */
+  if (h3_quant_lookup(t->data, NULL, NULL, NULL, NULL)) return H3_OK; /* kept quantized: its codes upload at first use */
   H3_TRY(span_elems(t, op, "weight", &n));
   const uintptr_t p = (uintptr_t)t->data;
   size_t pos;
@@ -551,11 +581,24 @@ void h3_cuda_weight_cache_clear(h3_backend *be) {
 void h3_cuda_weight_release(h3_backend *be, const h3_tensor *t) {
   h3_cuda_impl *c = h3_cuda_impl_of(be);
   if (!t || !t->data || h3_cuda_enter(be, "weight release") != H3_OK) return;
-  const long i = find_entry(c, (uintptr_t)t->data, NULL);
-  if (i < 0) return;
-  (void)cudaStreamSynchronize(c->stream); /* queued ops may still read it */
-  (void)cudaGetLastError();
-  evict_entry(c, (size_t)i);
+  /* every cached view inside t's span (a tensor read by row runs, like an
+   * embedding table, leaves one entry per run) */
+  size_t n = 0, pos = 0;
+  if (span_elems(t, "weight release", "weight", &n) != H3_OK || n == 0) {
+    h3_error_clear();
+    return;
+  }
+  const uintptr_t p = (uintptr_t)t->data, end = p + n * h3_dtype_size(t->dtype);
+  (void)find_entry(c, p, &pos);
+  bool synced = false;
+  while (pos < c->nw && c->w[pos].host < end) {
+    if (!synced) { /* queued ops may still read them */
+      (void)cudaStreamSynchronize(c->stream);
+      (void)cudaGetLastError();
+      synced = true;
+    }
+    evict_entry(c, pos);
+  }
 }
 
 /* ---- create / destroy ------------------------------------------------------------ */
@@ -570,6 +613,8 @@ static void impl_release(h3_cuda_impl *c) {
   for (int i = 0; i < H3_CUDA_SCRATCH_SLOTS; i++)
     if (c->scratch[i].p) h3_cuda_dev_free(c->scratch[i].p);
   h3_cuda_linear_cache_free(c);
+  h3_cuda_quant_cache_free(c);
+  h3_cudnn_release(c);
   for (int i = 0; i < 2; i++) {
     if (c->stage[i]) cudaFreeHost(c->stage[i]);
     if (c->stage_ev[i]) cudaEventDestroy(c->stage_ev[i]);
@@ -689,6 +734,17 @@ static const h3_backend_ops cuda_ops = {
     .channel_affine = h3_cuda_channel_affine,
     .add_div = h3_cuda_add_div,
     .tanh_clamp = h3_cuda_tanh_clamp,
+    /* video VAE encoder (cuda_venc_ops.cu) */
+    .conv3d = h3_cuda_conv3d,
+    .group_norm3d = h3_cuda_group_norm3d,
+    /* vision tower (cuda_elementwise.cu, cuda_rope.cu) */
+    .gelu = h3_cuda_gelu,
+    .qk_rope = h3_cuda_qk_rope,
+    /* audio VAE encoder (cuda_vae_ops.cu, cuda_elementwise.cu) */
+    .transpose12 = h3_cuda_transpose12,
+    .geglu = h3_cuda_geglu,
+    /* LoRA (cuda_lora.c) */
+    .linear_lora = h3_cuda_linear_lora,
     .timer_start = cuda_timer_start,
     .timer_stop = cuda_timer_stop,
     .mem_stats = cuda_mem_stats,
@@ -781,8 +837,8 @@ h3_status h3_backend_cuda_create(int device, h3_backend **out) {
       break;
     }
   }
-  const char *sy = getenv("H3_SYNTHETIC_WEIGHTS");
-  c->synthetic = sy && *sy && strcmp(sy, "0") != 0;
+  const h3_settings *set = h3_settings_get();
+  c->synthetic = set->synthetic_weights;
   if (c->synthetic) {
     static int warned;
     if (!warned) {
@@ -791,21 +847,17 @@ h3_status h3_backend_cuda_create(int device, h3_backend **out) {
               "generates every host weight on the GPU instead of reading the checkpoint)");
     }
   }
-  const char *pf = getenv("H3_PREFETCH");
-  c->prefetch_off = pf && strcmp(pf, "0") == 0;
-  const char *ml = getenv("H3_CUDA_MEM_LIMIT_GB");
-  if (ml && *ml) {
-    const double gb = strtod(ml, NULL);
+  c->prefetch_off = !set->prefetch;
+  {
+    const double gb = set->cuda_mem_limit_gb;
     if (gb > 0) {
       c->mem_limit = (size_t)(gb * 1073741824.0);
       H3_LOGI("cuda backend: acting as a %.1f GiB device (H3_CUDA_MEM_LIMIT_GB)", gb);
     }
   }
-  const char *gm = getenv("H3_CUDA_GEMM");
-  c->gemm_mode = gm && strcmp(gm, "gemmex") == 0 ? 1 : 0;
-  const char *cr = getenv("H3_CUDA_LINEAR_CHUNK_ROWS");
-  c->chunk_rows = cr ? strtoll(cr, NULL, 10) : 0;
-  if (c->chunk_rows < 0) c->chunk_rows = 0;
+  c->gemm_mode = set->cuda_gemmex ? 1 : 0;
+  c->dnn_mode = set->cuda_cudnn; /* cuDNN itself is loaded and started on the first convolution */
+  c->chunk_rows = set->cuda_linear_chunk_rows;
   CREATE_TRY(cudaStreamSynchronize(c->stream));
   be->name = "cuda";
   be->ops = &cuda_ops;

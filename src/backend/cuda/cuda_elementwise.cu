@@ -1,11 +1,13 @@
-/* CUDA backend: elementwise and row-movement ops (swiglu, silu, round_bf16,
+/* CUDA backend: elementwise and row-movement ops (swiglu, silu, gelu, round_bf16,
  * zero, scatter_rows, gather_rows) and the dtype-converting row copy used by
  * linear's epilogue and the weight widening.  Semantics as the CPU's
  * cpu_elementwise.c; "rnd" (bf16 rounding of intermediates) is on when
  * be->emulate_bf16 is set or the output is stored as BF16:
  *   silu(g) = g / (1 + exp(-g))
  *   swiglu  out = v * silu(g);  rnd: s = round(silu(g)), out = round(v * s)
- *   silu    rnd: round(silu(x)) */
+ *   silu    rnd: round(silu(x))
+ *   gelu    PyTorch's f32 expressions (backend.h); rnd: round(gelu(x))
+ *   geglu   out = gelu_tanh(g) * v;  rnd: a = round(gelu_tanh(g)), out = round(a * v) */
 #include "backend/cuda/cuda_kernels.cuh"
 #include "backend/op_checks.h"
 
@@ -116,6 +118,76 @@ extern "C" h3_status h3_cuda_silu(h3_backend *be, h3_tensor *x) {
   bool rnd = be->emulate_bf16 || x->dtype == H3_DT_BF16;
   k_silu<<<h3k_blocks(M * D), H3K_THREADS, 0, h3_cuda_stream(be)>>>(x->data, x->dtype, h3_cuda_ld(x), M, D, rnd);
   return h3_cuda_launched(op, "k_silu");
+}
+
+/* PyTorch's GeluKernel expressions in f32 (see the CPU's cpu_elementwise.c). */
+__global__ void k_gelu(void *x, int dt, int64_t ld, int64_t M, int64_t D, bool tanh_approx, bool rnd) {
+  const float kBeta = (float)(M_SQRT2 * M_2_SQRTPI * 0.5), kKappa = 0.044715f, kAlpha = (float)M_SQRT1_2;
+  int64_t n = M * D;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t r = i / D, j = i - r * D;
+    float v = h3k_ld(x, dt, r * ld + j), o;
+    if (tanh_approx) {
+      const float x_cube = __fmul_rn(__fmul_rn(v, v), v);
+      const float inner = __fmul_rn(kBeta, __fadd_rn(v, __fmul_rn(kKappa, x_cube)));
+      o = __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, tanhf(inner)));
+    } else {
+      o = __fmul_rn(__fmul_rn(v, 0.5f), __fadd_rn(1.0f, erff(__fmul_rn(v, kAlpha))));
+    }
+    h3k_st(x, dt, r * ld + j, h3k_rnd(rnd, o));
+  }
+}
+
+extern "C" h3_status h3_cuda_gelu(h3_backend *be, h3_tensor *x, bool tanh_approx) {
+  static const char *op = "gelu";
+  H3_TRY(h3_cuda_enter(be, op));
+  H3_TRY(h3_cuda_check_mat(x, H3_CUDA_ACT, op, "x"));
+  H3_TRY(h3_cuda_check_device(x, op, "x"));
+  int64_t M = x->shape[0], D = x->shape[1];
+  if (M == 0 || D == 0) return H3_OK;
+  bool rnd = be->emulate_bf16 || x->dtype == H3_DT_BF16;
+  k_gelu<<<h3k_blocks(M * D), H3K_THREADS, 0, h3_cuda_stream(be)>>>(x->data, x->dtype, h3_cuda_ld(x), M, D,
+                                                                     tanh_approx, rnd);
+  return h3_cuda_launched(op, "k_gelu");
+}
+
+/* ---- geglu (audio VAE encoder) ------------------------------------------------------- */
+
+/* The tanh GELU of k_gelu (PyTorch's f32 expression, no contraction). */
+__device__ __forceinline__ float gelu_tanh_f32(float v) {
+  const float kBeta = (float)(M_SQRT2 * M_2_SQRTPI * 0.5), kKappa = 0.044715f;
+  const float x_cube = __fmul_rn(__fmul_rn(v, v), v);
+  const float inner = __fmul_rn(kBeta, __fadd_rn(v, __fmul_rn(kKappa, x_cube)));
+  return __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, tanhf(inner)));
+}
+
+__global__ void k_geglu(const void *f, int fdt, int64_t ldf, int64_t gcol, int64_t vcol, void *out, int odt,
+                        int64_t ldo, int64_t M, int64_t F, bool rnd) {
+  for (int64_t r = blockIdx.x; r < M; r += gridDim.x)
+    for (int64_t j = threadIdx.x; j < F; j += blockDim.x) {
+      const float g = h3k_ld(f, fdt, r * ldf + gcol + j), v = h3k_ld(f, fdt, r * ldf + vcol + j);
+      const float a = h3k_rnd(rnd, gelu_tanh_f32(g));
+      h3k_st(out, odt, r * ldo + j, h3k_rnd(rnd, __fmul_rn(a, v)));
+    }
+}
+
+extern "C" h3_status h3_cuda_geglu(h3_backend *be, const h3_tensor *f, int64_t gate_col, int64_t value_col,
+                                   h3_tensor *out) {
+  static const char *op = "geglu";
+  H3_TRY(h3_cuda_enter(be, op));
+  H3_TRY(h3_cuda_check_mat(f, H3_CUDA_ACT, op, "f"));
+  H3_TRY(h3_cuda_check_mat(out, H3_CUDA_ACT, op, "out"));
+  H3_TRY(h3_check_glu(op, f, gate_col, value_col, out));
+  const int64_t M = out->shape[0], F = out->shape[1];
+  H3_TRY(h3_cuda_check_device(f, op, "f"));
+  H3_TRY(h3_cuda_check_device(out, op, "out"));
+  if (M == 0 || F == 0) return H3_OK;
+  if (h3_cuda_overlap(f, out)) return h3_fail(H3_ERR_INVALID, "%s: out overlaps f", op);
+  const bool rnd = be->emulate_bf16 || out->dtype == H3_DT_BF16;
+  k_geglu<<<h3k_row_blocks(M), H3K_THREADS, 0, h3_cuda_stream(be)>>>(f->data, f->dtype, h3_cuda_ld(f), gate_col,
+                                                                      value_col, out->data, out->dtype,
+                                                                      h3_cuda_ld(out), M, F, rnd);
+  return h3_cuda_launched(op, "k_geglu");
 }
 
 /* No-op on BF16 storage; on F32 storage rounds only under bf16 emulation (as the CPU). */

@@ -58,6 +58,8 @@ extern "C" {
 #define H3_CUDA_SLOT_ACC 0
 #define H3_CUDA_SLOT_X 1
 #define H3_CUDA_SLOT_W 2
+/* scratch slot of linear_lora's x A^T (cuda_lora.c; the copy_convert op stages in it too, never within one op) */
+#define H3_CUDA_SLOT_LORA 3
 
 /* ops reported through the device flag */
 enum {
@@ -120,6 +122,14 @@ typedef struct h3_cuda_impl {
   struct h3_cuda_uploader *uploader; /* background weight uploads (made on the first prefetch) */
   bool prefetch_off;  /* H3_PREFETCH=0, or the uploader could not start */
   size_t mem_limit;   /* H3_CUDA_MEM_LIMIT_GB: act as a device of this many bytes (0: the real size) */
+  /* convolutions (conv3d): cuDNN when it loads (cuda_cudnn.h), else im2col + cuBLAS */
+  int dnn_mode;       /* H3_CUDNN: 0 auto, 1 off, 2 find (time the algorithms once per shape) */
+  void *dnn;          /* cuDNN handle + shape cache (cuda_cudnn.c), made on the first convolution */
+  bool dnn_failed;    /* cuDNN could not be loaded or started for this backend: im2col + cuBLAS only */
+  uint64_t n_conv_dnn, n_conv_gemm; /* conv3d batch chunks run through cuDNN / im2col + cuBLAS (diagnostics, tests) */
+  char conv_last[160]; /* how the last conv3d chunk ran (tests, diagnostics) */
+  char conv_note[640]; /* which cuDNN this backend loaded, or why none */
+  void *quant;        /* quantized weights kept as codes on the device + their staging buffer (cuda_quant.cu) */
 } h3_cuda_impl;
 
 static inline h3_cuda_impl *h3_cuda_impl_of(h3_backend *be) { return (h3_cuda_impl *)be->impl; }
@@ -216,6 +226,8 @@ cudaError_t h3_cuda_dev_alloc(h3_cuda_impl *c, void **p, size_t bytes);
 void h3_cuda_dev_usage(h3_cuda_impl *c, bool reset_peak, size_t *now, size_t *peak);
 /* cuBLASLt descriptor cache of cuda_linear.c: freed at destroy. */
 void h3_cuda_linear_cache_free(h3_cuda_impl *c);
+/* cuda_quant.cu: the device copies of quantized weights' codes and the staging buffer */
+void h3_cuda_quant_cache_free(h3_cuda_impl *c);
 /* Synthetic weights (cuda_synth.cu): fill `bytes` at dst, read as elements of
  * dtype dt, with deterministic pseudo-random values from seed: ndim <= 1:
  * 1 + 0.02 N(0,1); else N(0, 1/last_dim).  Non-float dtypes and a partial last
@@ -255,6 +267,28 @@ h3_status h3_cuda_convert_rows(h3_backend *be, const char *op, const void *src, 
 /* ---- ops ----------------------------------------------------------------- */
 
 h3_status h3_cuda_linear(h3_backend *be, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias, h3_tensor *y);
+/* One GEMM of linear's row-major problem on device pointers, for ops built on it (cuda_lora.c):
+ *   y[M,N] = alpha x[M,K] w[N,K]^T + beta y (+ bias_bf16[N])
+ * xt / wt / yt: F32 or BF16 (x and w the same); beta != 0 reads y (in place).  cuBLASLt, or cublasGemmEx
+ * where cuBLASLt offers no algorithm.  A bias (BF16, y BF16, 16-byte aligned) needs cuBLASLt's epilogue:
+ * *done false (H3_OK, nothing queued) when it cannot be used; without a bias *done is true on success. */
+typedef struct h3_cuda_gemm_desc {
+  int64_t M, N, K;
+  const void *x;
+  int64_t ldx;
+  h3_dtype xt;
+  const void *w;
+  int64_t ldw;
+  h3_dtype wt;
+  void *y;
+  int64_t ldy;
+  h3_dtype yt;
+  const void *bias_bf16;
+  float alpha, beta;
+} h3_cuda_gemm_desc;
+h3_status h3_cuda_gemm(h3_backend *be, const h3_cuda_gemm_desc *d, bool *done);
+h3_status h3_cuda_linear_lora(h3_backend *be, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias,
+                              const h3_tensor *a, const h3_tensor *b, float scale, h3_tensor *y);
 h3_status h3_cuda_rmsnorm(h3_backend *be, const h3_tensor *x, const h3_tensor *w, float eps, h3_tensor *y);
 h3_status h3_cuda_rmsnorm_modulate(h3_backend *be, const h3_tensor *x, const h3_tensor *w, float eps,
                                    const h3_tensor *table, const h3_tensor *idx, int64_t shift_col, int64_t scale_col,
@@ -270,6 +304,10 @@ h3_status h3_cuda_qk_norm_rope(h3_backend *be, h3_tensor *qkv, const h3_qkv_layo
                                const h3_tensor *kw, float eps, const h3_tensor *cos, const h3_tensor *sin);
 h3_status h3_cuda_swiglu(h3_backend *be, const h3_tensor *f, int64_t gate_col, int64_t value_col, h3_tensor *out);
 h3_status h3_cuda_silu(h3_backend *be, h3_tensor *x);
+h3_status h3_cuda_gelu(h3_backend *be, h3_tensor *x, bool tanh_approx);
+h3_status h3_cuda_geglu(h3_backend *be, const h3_tensor *f, int64_t gate_col, int64_t value_col, h3_tensor *out);
+h3_status h3_cuda_qk_rope(h3_backend *be, h3_tensor *qkv, const h3_qkv_layout *lay, const h3_tensor *cos,
+                          const h3_tensor *sin);
 h3_status h3_cuda_scatter_rows(h3_backend *be, h3_tensor *dst, const h3_tensor *idx, const h3_tensor *src);
 h3_status h3_cuda_gather_rows(h3_backend *be, h3_tensor *dst, const h3_tensor *src, const h3_tensor *idx);
 h3_status h3_cuda_round_bf16(h3_backend *be, h3_tensor *x);

@@ -26,6 +26,8 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_quant.h"
+#include "core/quant_registry.h"
 #include "core/log.h"
 
 #define ACC_CHUNK_BYTES ((size_t)256 << 20)
@@ -68,6 +70,8 @@ typedef struct gemm_args {
   int64_t ldy;
   cudaDataType_t yt;
   const void *bias; /* BF16 [N] for the cuBLASLt epilogue (y BF16), or NULL */
+  bool scaled;      /* alpha / beta below (else 1 and 0): y = alpha x W^T + beta y */
+  float alpha, beta;
 } gemm_args;
 
 /* ---- cuBLASLt plans: descriptor, layouts and the heuristic's algorithm per
@@ -191,7 +195,7 @@ static h3_status gemm_lt(h3_cuda_impl *c, const gemm_args *g, bool *done) {
   if (!p->ok) return H3_OK; /* no algorithm */
   if (g->bias)
     BLAS_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias));
-  float alpha = 1.0f, beta = 0.0f;
+  float alpha = g->scaled ? g->alpha : 1.0f, beta = g->scaled ? g->beta : 0.0f;
   cublasStatus_t ms = cublasLtMatmul((cublasLtHandle_t)c->lt, p->desc, &alpha, g->w, p->la, g->x, p->lb, &beta, g->y,
                                      p->lc, g->y, p->lc, &p->algo, c->lt_ws, c->lt_ws_bytes, c->stream);
   if (ms != CUBLAS_STATUS_SUCCESS) { /* e.g. NOT_SUPPORTED for this layout: the caller falls back */
@@ -208,7 +212,7 @@ done:
 static h3_status gemm_ex(h3_cuda_impl *c, const gemm_args *g) {
   if (g->M > INT_MAX || g->N > INT_MAX || g->K > INT_MAX || g->ldx > INT_MAX || g->ldw > INT_MAX || g->ldy > INT_MAX)
     return h3_fail(H3_ERR_UNSUPPORTED, "linear: dimensions or strides beyond cublasGemmEx's int range");
-  float alpha = 1.0f, beta = 0.0f;
+  float alpha = g->scaled ? g->alpha : 1.0f, beta = g->scaled ? g->beta : 0.0f;
   cublasStatus_t st = cublasGemmEx((cublasHandle_t)c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)g->N, (int)g->M, (int)g->K,
                                    &alpha, g->w, g->wt, (int)g->ldw, g->x, g->xt, (int)g->ldx, &beta, g->y, g->yt,
                                    (int)g->ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
@@ -227,6 +231,25 @@ static h3_status gemm(h3_cuda_impl *c, const gemm_args *g) {
   return gemm_ex(c, g);
 }
 
+h3_status h3_cuda_gemm(h3_backend *be, const h3_cuda_gemm_desc *d, bool *done) {
+  h3_cuda_impl *c = h3_cuda_impl_of(be);
+  *done = false;
+  gemm_args g = {.M = d->M, .N = d->N, .K = d->K, .x = d->x, .ldx = d->ldx, .xt = cu_type(d->xt), .w = d->w,
+                 .ldw = d->ldw, .wt = cu_type(d->wt), .y = d->y, .ldy = d->ldy, .yt = cu_type(d->yt),
+                 .bias = d->bias_bf16, .scaled = true, .alpha = d->alpha, .beta = d->beta};
+  if (d->M == 0 || d->N == 0) {
+    *done = true;
+    return H3_OK;
+  }
+  if (d->bias_bf16) { /* only cuBLASLt has the bias epilogue */
+    if (c->gemm_mode != 0 || ptr_align(d->bias_bf16) < 16 || d->yt != H3_DT_BF16) return H3_OK;
+    return gemm_lt(c, &g, done);
+  }
+  H3_TRY(gemm(c, &g));
+  *done = true;
+  return H3_OK;
+}
+
 h3_status h3_cuda_linear(h3_backend *be, const h3_tensor *x, const h3_tensor *w, const h3_tensor *bias, h3_tensor *y) {
   static const char *op = "linear";
   H3_TRY(h3_cuda_enter(be, op));
@@ -243,6 +266,17 @@ h3_status h3_cuda_linear(h3_backend *be, const h3_tensor *x, const h3_tensor *w,
   if (h3_cuda_overlap(x, y) || h3_cuda_overlap(w, y)) return h3_fail(H3_ERR_INVALID, "linear: y overlaps x or the weight");
   if (bias) H3_TRY(h3_cuda_check_vec(bias, N, op, "bias"));
   if (M == 0 || N == 0) return H3_OK;
+
+  /* A dequantized copy of a quantized weight (model/quant_set.c): its stored codes, dequantized per tile on
+   * the device (cuda_quant.h), instead of uploading the copy.  Nothing registered: one atomic load. */
+  if (!bias && !be->emulate_bf16 && x->dtype == H3_DT_BF16 && w->dtype == H3_DT_BF16 && w->stride[1] == 1 &&
+      w->stride[0] == K && (y->dtype == H3_DT_BF16 || y->dtype == H3_DT_F32)) {
+    int64_t r0 = 0, qr = 0, qc = 0;
+    uint64_t id = 0;
+    const h3_quant *q = h3_quant_lookup(w->data, &r0, &qr, &qc, &id);
+    if (q && qc == K && q->cols == K && q->rows == qr && r0 + N <= qr)
+      return h3_cuda_linear_quant_host(be, x, q, id, r0, N, y);
+  }
 
   const bool emu = be->emulate_bf16;
   /* narrow_weights: F32 host weights (contiguous rows) through their cached bf16 copy */

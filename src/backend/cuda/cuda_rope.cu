@@ -1,4 +1,5 @@
-/* CUDA backend: qk_norm_rope, in place on the q heads and the kv_heads k heads
+/* CUDA backend: qk_norm_rope (and qk_rope: the rotation alone, the vision
+ * tower's, at the end of this file), in place on the q heads and the kv_heads k heads
  * of a fused QKV buffer.  Semantics as the CPU's cpu_rope.c: per head RMSNorm
  * over head_dim (weight qw / kw, sum of squares in double), then with cos/sin
  * ([S, rot], F32 or BF16) split-half rotation of the first rot channels
@@ -7,7 +8,8 @@
  *   z'[j+half] = z[j+half] cos[j+half] + z[j] sin[j+half]       j < half
  * channels >= rot pass through.  "rnd" (be->emulate_bf16 or BF16 storage):
  * normalized values rounded before the rotation, cos/sin rounded, each
- * product and the sum rounded.  One warp per (row, head) (a block of 128
+ * product and the sum rounded (qk_norm_rope; qk_rope rounds only its f32
+ * result, as the vision tower's reference does).  One warp per (row, head) (a block of 128
  * threads per item was launch- and barrier-bound at the DiT's 4M items); the
  * head is staged in the warp's slice of shared memory so the rotation reads
  * normalized values. */
@@ -218,4 +220,59 @@ extern "C" h3_status h3_cuda_qk_norm_rope(h3_backend *be, h3_tensor *qkv, const 
   unsigned grid = (unsigned)(nblk < 65535 * 32 ? nblk : 65535 * 32);
   k_qk_norm_rope<<<grid, ROPE_WARPS * 32, smem, h3_cuda_stream(be)>>>(a);
   return h3_cuda_launched(op, "k_qk_norm_rope");
+}
+
+/* qk_rope: the rotation of k_qk_norm_rope without the norm, one thread per
+ * (row, head, pair j < half); the CPU's arithmetic (cpu_rope.c rot_rows): the
+ * f32 rotation of the unrounded cos/sin, its result rounded once under "rnd". */
+__global__ void k_qk_rope(rope_args a) {
+  const int nh = a.heads + a.kv_heads;
+  const int64_t half = a.rot / 2, n = a.S * nh * half;
+  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t j = t % half, b = t / half, s = b / nh;
+    const int i = (int)(b - s * nh);
+    const int64_t base = rope_head_base(a, s, i);
+    const float x0 = h3k_ld(a.qkv, a.dt, base + j), x1 = h3k_ld(a.qkv, a.dt, base + j + half);
+    const float c0 = h3k_ld(a.cos, a.cdt, s * a.ldc + j), s0 = h3k_ld(a.sin, a.sdt, s * a.lds + j);
+    const float c1 = h3k_ld(a.cos, a.cdt, s * a.ldc + j + half), s1 = h3k_ld(a.sin, a.sdt, s * a.lds + j + half);
+    /* f32 rotation, rounded once (transformers apply_rotary_pos_emb_vision) */
+    float o0 = __fsub_rn(__fmul_rn(x0, c0), __fmul_rn(x1, s0));
+    float o1 = __fadd_rn(__fmul_rn(x1, c1), __fmul_rn(x0, s1));
+    if (a.rnd) o0 = h3k_bf(o0), o1 = h3k_bf(o1);
+    h3k_st(a.qkv, a.dt, base + j, o0);
+    h3k_st(a.qkv, a.dt, base + j + half, o1);
+  }
+}
+
+extern "C" h3_status h3_cuda_qk_rope(h3_backend *be, h3_tensor *qkv, const h3_qkv_layout *lay, const h3_tensor *cos,
+                                     const h3_tensor *sin) {
+  static const char *op = "qk_rope";
+  H3_TRY(h3_cuda_enter(be, op));
+  H3_TRY(h3_cuda_check_qkv(qkv, lay, op));
+  if (!cos || !sin) return h3_fail(H3_ERR_INVALID, "%s: cos and sin are required", op);
+  const int64_t S = qkv->shape[0], D = lay->head_dim;
+  H3_TRY(h3_cuda_check_mat(cos, H3_CUDA_DT(H3_DT_F32), op, "cos"));
+  H3_TRY(h3_cuda_check_mat(sin, H3_CUDA_DT(H3_DT_F32), op, "sin"));
+  const int64_t rot = cos->shape[1];
+  if (cos->shape[0] != S || sin->shape[0] != S || sin->shape[1] != rot)
+    return h3_fail(H3_ERR_SHAPE, "%s: cos [%lld, %lld] and sin [%lld, %lld] must both be [%lld, rot]", op,
+                   (long long)cos->shape[0], (long long)cos->shape[1], (long long)sin->shape[0],
+                   (long long)sin->shape[1], (long long)S);
+  if (rot % 2 != 0 || rot > D)
+    return h3_fail(H3_ERR_SHAPE, "%s: rotary width %lld must be even and at most head_dim %lld", op, (long long)rot,
+                   (long long)D);
+  H3_TRY(h3_cuda_check_device(qkv, op, "qkv"));
+  H3_TRY(h3_cuda_check_device(cos, op, "cos"));
+  H3_TRY(h3_cuda_check_device(sin, op, "sin"));
+  if (S == 0 || rot == 0) return H3_OK;
+  rope_args a = {};
+  a.qkv = qkv->data, a.dt = qkv->dtype, a.ld = h3_cuda_ld(qkv);
+  a.S = S, a.q_off = lay->q_off, a.k_off = lay->k_off, a.head_stride = lay->head_stride;
+  a.heads = lay->heads, a.kv_heads = h3_cuda_kv_heads(lay), a.D = lay->head_dim;
+  a.rnd = be->emulate_bf16 || qkv->dtype == H3_DT_BF16;
+  a.rot = rot;
+  a.cos = cos->data, a.cdt = cos->dtype, a.ldc = h3_cuda_ld(cos);
+  a.sin = sin->data, a.sdt = sin->dtype, a.lds = h3_cuda_ld(sin);
+  k_qk_rope<<<h3k_blocks(S * (a.heads + a.kv_heads) * (rot / 2)), H3K_THREADS, 0, h3_cuda_stream(be)>>>(a);
+  return h3_cuda_launched(op, "k_qk_rope");
 }

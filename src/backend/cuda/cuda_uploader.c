@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/settings.h"
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_uploader.h"
 #include "core/log.h"
@@ -195,9 +196,9 @@ h3_status h3_cuda_uploader_create(struct h3_cuda_impl *c, int device, h3_cuda_up
     return h3_fail(H3_ERR_INTERNAL, "%s: stream or pinned staging: %s", op, cudaGetErrorString(e));
   }
   /* copy threads: $H3_UPLOAD_THREADS, else half the CPUs (at most 8) */
-  const char *te = getenv("H3_UPLOAD_THREADS");
-  long nt = te ? strtol(te, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN) / 2;
-  if (nt > 8 && !te) nt = 8;
+  const int set_nt = h3_settings_get()->upload_threads;
+  long nt = set_nt > 0 ? set_nt : sysconf(_SC_NPROCESSORS_ONLN) / 2;
+  if (nt > 8 && set_nt <= 0) nt = 8;
   if (nt > 64) nt = 64;
   if (nt > 1 && h3_threadpool_create((int)nt, &u->pool) != H3_OK) u->pool = NULL; /* one thread copies */
   if (pthread_create(&u->thread, NULL, worker, u) != 0) {

@@ -900,3 +900,43 @@ extern "C" h3_status h3_cuda_tanh_clamp(h3_backend *be, h3_tensor *x, bool use_t
   CU_LAUNCHED("k_tanh_clamp");
   return H3_OK;
 }
+
+/* ---- transpose12 (audio VAE encoder) ------------------------------------------ */
+
+#define TR_TILE 32
+
+/* one 32 x 32 tile per block of 32 x 8 threads, through shared memory (+1 column
+ * against bank conflicts); grid x over C tiles, y over R tiles, z over the batch. */
+__global__ void k_transpose12(const float *x, float *y, int64_t R, int64_t C) {
+  __shared__ float tile[TR_TILE][TR_TILE + 1];
+  const int64_t b = blockIdx.z, c0 = (int64_t)blockIdx.x * TR_TILE, r0 = (int64_t)blockIdx.y * TR_TILE;
+  const float *xb = x + b * R * C;
+  float *yb = y + b * R * C;
+  for (int i = threadIdx.y; i < TR_TILE; i += blockDim.y) {
+    const int64_t r = r0 + i, c = c0 + threadIdx.x;
+    if (r < R && c < C) tile[i][threadIdx.x] = xb[r * C + c];
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < TR_TILE; i += blockDim.y) {
+    const int64_t c = c0 + i, r = r0 + threadIdx.x;
+    if (r < R && c < C) yb[c * R + r] = tile[threadIdx.x][i];
+  }
+}
+
+extern "C" h3_status h3_cuda_transpose12(h3_backend *be, const h3_tensor *x, h3_tensor *y) {
+  static const char *op = "transpose12";
+  H3_TRY(h3_cuda_enter(be, op));
+  H3_TRY(h3_check_transpose12(op, x, y));
+  H3_TRY(h3_cuda_check_device(x, op, "input"));
+  H3_TRY(h3_cuda_check_device(y, op, "output"));
+  const int64_t B = x->shape[0], R = x->shape[1], C = x->shape[2];
+  if (B == 0 || R == 0 || C == 0) return H3_OK;
+  const int64_t gx = (C + TR_TILE - 1) / TR_TILE, gy = (R + TR_TILE - 1) / TR_TILE;
+  if (gx > INT32_MAX || gy > 65535 || B > 65535)
+    return h3_fail(H3_ERR_UNSUPPORTED, "%s: [%lld, %lld, %lld] is too large for one launch", op, (long long)B,
+                   (long long)R, (long long)C);
+  dim3 grid((unsigned)gx, (unsigned)gy, (unsigned)B), block(TR_TILE, 8, 1);
+  k_transpose12<<<grid, block, 0, vae_stream(be)>>>((const float *)x->data, (float *)y->data, R, C);
+  CU_LAUNCHED("k_transpose12");
+  return H3_OK;
+}

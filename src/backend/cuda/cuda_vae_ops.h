@@ -22,7 +22,8 @@
  *   .copy_convert = h3_cuda_copy_convert, .conv1d = h3_cuda_conv1d,
  *   .conv_transpose1d = h3_cuda_conv_transpose1d, .snake = h3_cuda_snake,
  *   .snake_aa = h3_cuda_snake_aa, .channel_affine = h3_cuda_channel_affine,
- *   .add_div = h3_cuda_add_div, .tanh_clamp = h3_cuda_tanh_clamp */
+ *   .add_div = h3_cuda_add_div, .tanh_clamp = h3_cuda_tanh_clamp,
+ *   .transpose12 = h3_cuda_transpose12 (audio VAE encoder) */
 #ifndef H3_BACKEND_CUDA_VAE_OPS_H
 #define H3_BACKEND_CUDA_VAE_OPS_H
 
@@ -51,6 +52,9 @@ h3_status h3_cuda_channel_affine(h3_backend *be, const h3_tensor *x, const h3_te
                                  h3_tensor *y);
 h3_status h3_cuda_add_div(h3_backend *be, h3_tensor *y, const h3_tensor *x, float div);
 h3_status h3_cuda_tanh_clamp(h3_backend *be, h3_tensor *x, bool use_tanh, float lo, float hi);
+
+/* audio VAE encoder */
+h3_status h3_cuda_transpose12(h3_backend *be, const h3_tensor *x, h3_tensor *y);
 
 #ifdef __cplusplus
 }

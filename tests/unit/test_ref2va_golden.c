@@ -1,0 +1,387 @@
+/* ref2va end to end against the reference: h3's engine (h3_job_run with
+ * --ref-image / --ref-audio / --ref-video) on the same tiny components,
+ * references, prompt, seed, canvas, frames and steps as diffusers'
+ * MiniMaxH3Blocks with `references` (tools/golden/make_ref2va_fixtures.py ->
+ * tests/golden/ref2va/; SKIP naming the script until the lead has generated
+ * them).  The snapshot is put together in a temporary folder:
+ * tests/golden/generate/{transformer,vae,audio_vae}, the fixture's
+ * transformer_ref/ and gunzipped 51-layer Qwen3-VL conditioner, the release's
+ * tokenizer/, processor/ and schedulers, and a modular_model_index.json with
+ * the fixtures' reference_image_short_edge.  Per case:
+ *   - the packed sequence of step 1 rebuilt by h3's layout from the fixture's
+ *     own text tags and encoded reference shapes: position_ids bit-identical
+ *     (f32), token tags, video / audio / text indices equal;
+ *   - decoded frames: |d| <= 1/255 on >= 99.9 % of the stored values,
+ *     per-frame channel means within 1e-3; waveform rel-L2 <= 1e-4; final video
+ *     latents rel-L2 <= 1e-3.
+ * A case whose media this build cannot read (a video reference before the
+ * video half is merged; an audio clip in a build without FFmpeg) is skipped
+ * with a line saying so.  Then two_images
+ * again: its references come from the engine's cache and the outputs are
+ * bit-identical.  Comparisons are written so that NaN fails (!(d <= tol)). */
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "h3/h3.h"
+#include "io/st_read.h"
+#include "media/mp4_writer.h"
+#include "pipeline/layout.h"
+#include "testutil.h"
+#include "vision_fixture.h"
+
+#define MIN_CHECKS 30
+#define TOL_FRAME (1.0 / 255.0)
+#define TOL_FRAC 0.999
+#define TOL_MEAN 1e-3
+#define TOL_AUDIO 1e-4
+#define TOL_LATENT 1e-3
+#define SHORT_EDGE 128 /* make_ref2va_fixtures.py REF_SHORT_EDGE */
+
+static int link_into(const char *src, const char *dst) {
+  char abs[PATH_MAX];
+  if (!realpath(src, abs)) return perror(src), -1;
+  if (symlink(abs, dst) != 0) return perror(dst), -1;
+  return 0;
+}
+
+static int make_snapshot(const char *root, const char *gold, const char *snap) {
+  char a[900], b[900];
+  if (mkdir(snap, 0755) != 0) return perror(snap), -1;
+  static const char *gen[] = {"transformer", "vae", "audio_vae"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(a, sizeof a, "%s/tests/golden/generate/%s", root, gen[i]);
+    snprintf(b, sizeof b, "%s/%s", snap, gen[i]);
+    if (link_into(a, b)) return -1;
+  }
+  snprintf(a, sizeof a, "%s/transformer_ref", gold);
+  snprintf(b, sizeof b, "%s/transformer_ref", snap);
+  if (link_into(a, b)) return -1;
+  static const char *rel[] = {"tokenizer", "processor", "scheduler", "audio_scheduler", "model_index.json"};
+  for (int i = 0; i < 5; i++) {
+    snprintf(a, sizeof a, "%s/%s", h3t_snapshot_dir(), rel[i]);
+    snprintf(b, sizeof b, "%s/%s", snap, rel[i]);
+    if (link_into(a, b)) return -1;
+  }
+  snprintf(b, sizeof b, "%s/modular_model_index.json", snap);
+  FILE *f = fopen(b, "w");
+  if (!f) return perror(b), -1;
+  fprintf(f, "{\"_class_name\": \"MiniMaxH3ModularPipeline\", \"reference_image_short_edge\": %d}\n", SHORT_EDGE);
+  fclose(f);
+  snprintf(a, sizeof a, "%s/text_encoder", gold);
+  snprintf(b, sizeof b, "%s/text_encoder", snap);
+  return vfx_unpack_model(a, b);
+}
+
+/* ---- the packed sequence of step 1, rebuilt from the fixture's own shapes ---- */
+
+static void check_layout(const char *name, h3_st_set *s, json_t *refs) {
+  float *pos = NULL;
+  int64_t *tags = NULL, *ttags = NULL, *vi = NULL, *ai = NULL, *lat = NULL;
+  h3_tensor tp, tt, ttt, tvi, tai, tl;
+  float *latf = NULL;
+  h3_status st = h3_st_read_f32(s, "step1.position_ids", &pos, &tp);
+  if (st == H3_OK) st = h3_st_read_i64(s, "text_token_tags", &tags, &tt);
+  if (st == H3_OK) st = h3_st_read_i64(s, "step1.token_tags", &ttags, &ttt);
+  if (st == H3_OK) st = h3_st_read_i64(s, "step1.video_indices", &vi, &tvi);
+  if (st == H3_OK) st = h3_st_read_i64(s, "step1.audio_indices", &ai, &tai);
+  if (st == H3_OK) st = h3_st_read_f32(s, "video_latents", &latf, &tl);
+  (void)lat;
+  CHECK_MSG(st == H3_OK, "case %s: the fixture's packed-sequence tensors: %s", name, h3_last_error());
+  if (st != H3_OK) goto done;
+  /* the references' encoded geometry, in request order */
+  const size_t n = json_array_size(refs);
+  h3_layout_ref lr[16];
+  memset(lr, 0, sizeof lr);
+  int vis = 0, aud = 0;
+  for (size_t i = 0; i < n && i < 16; i++) {
+    const char *type = json_string_value(json_object_get(json_array_get(refs, i), "type"));
+    char key[64];
+    h3_tensor t;
+    lr[i].kind = !strcmp(type, "image") ? H3_REF_IMAGE : !strcmp(type, "audio") ? H3_REF_AUDIO : H3_REF_VIDEO;
+    if (lr[i].kind != H3_REF_AUDIO) {
+      snprintf(key, sizeof key, "condition_latents.%d", vis++);
+      const h3_st_entry *e = h3_st_set_find(s, key);
+      CHECK_MSG(e != NULL, "case %s: no %s", name, key);
+      if (!e) goto done;
+      float *x = NULL;
+      if (h3_st_read_f32(s, key, &x, &t) == H3_OK && t.ndim == 5)
+        lr[i].latent_frames = t.shape[2], lr[i].latent_height = t.shape[3], lr[i].latent_width = t.shape[4];
+      free(x);
+    }
+    /* an audio reference, or a video whose soundtrack came with it: the next audio block */
+    snprintf(key, sizeof key, "audio_condition_rows.%d", aud);
+    if (lr[i].kind == H3_REF_AUDIO || (lr[i].kind == H3_REF_VIDEO && h3_st_set_find(s, key))) {
+      float *x = NULL;
+      if (h3_st_read_f32(s, key, &x, &t) == H3_OK && t.ndim == 2) lr[i].audio_latents = t.shape[0] / 2;
+      free(x);
+      aud++;
+    }
+  }
+  /* target geometry: (1, C, T, h, w) video latents, A from the audio index count */
+  const int64_t T = tl.shape[2], lh = tl.shape[3], lw = tl.shape[4];
+  int64_t ref_audio_rows = 0;
+  for (size_t i = 0; i < n; i++) ref_audio_rows += 2 * lr[i].audio_latents;
+  const int64_t A = (h3_tensor_numel(&tai) - ref_audio_rows) / 2;
+  h3_layout l;
+  st = h3_layout_build_ref2va(&l, tags, h3_tensor_numel(&tt), lr, (int64_t)n, T, lh, lw, A);
+  CHECK_MSG(st == H3_OK, "case %s: h3_layout_build_ref2va: %s", name, h3_last_error());
+  if (st != H3_OK) goto done;
+  const int64_t S = l.seq_len;
+  CHECK_MSG(tp.ndim == 2 && tp.shape[0] == S && tp.shape[1] == 3, "case %s: %lld rows, the reference packed %lld", name,
+            (long long)S, (long long)tp.shape[0]);
+  if (tp.shape[0] == S) {
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < 3 * S; i++)
+      if (memcmp(&l.position_ids[i], &pos[i], sizeof(float))) bad++, first = first < 0 ? i : first;
+    CHECK_MSG(bad == 0, "case %s: %lld of %lld position values differ (first at row %lld: %.9g vs %.9g)", name,
+              (long long)bad, (long long)(3 * S), (long long)(first / 3), first >= 0 ? l.position_ids[first] : 0.0,
+              first >= 0 ? pos[first] : 0.0);
+    CHECK_MSG(h3_tensor_numel(&ttt) == S && !memcmp(l.token_tags, ttags, (size_t)S * sizeof(int64_t)),
+              "case %s: token tags differ", name);
+    printf("case %s: packed sequence of %lld rows (%lld text, %lld video, %lld audio): positions bit-identical %d\n",
+           name, (long long)S, (long long)l.num_text, (long long)l.num_video_rows, (long long)l.num_audio_rows,
+           bad == 0);
+  }
+  CHECK_MSG(h3_tensor_numel(&tvi) == l.num_video_rows &&
+                !memcmp(l.video_indices, vi, (size_t)l.num_video_rows * sizeof(int64_t)),
+            "case %s: video indices differ", name);
+  CHECK_MSG(h3_tensor_numel(&tai) == l.num_audio_rows &&
+                !memcmp(l.audio_indices, ai, (size_t)l.num_audio_rows * sizeof(int64_t)),
+            "case %s: audio indices differ", name);
+  h3_layout_free(&l);
+done:
+  free(pos), free(tags), free(ttags), free(vi), free(ai), free(latf);
+}
+
+/* ---- the job ---- */
+
+typedef struct run_out {
+  h3_clip clip;
+  float *lat;
+  h3_tensor t_lat;
+  bool cached, skipped;
+  h3_status st;
+} run_out;
+
+static void run_out_free(run_out *o) {
+  h3_clip_free(&o->clip);
+  free(o->lat);
+  memset(o, 0, sizeof *o);
+}
+
+static void media_path(char *path, size_t n, const char *root, const char *gold, const char *rel) {
+  if (!strncmp(rel, "tests/", 6)) snprintf(path, n, "%s/%s", root, rel); /* a committed test video */
+  else snprintf(path, n, "%s/%s", gold, rel);
+  size_t len = strlen(path);
+  if (!h3_media_writes_video() && len > 4 && !strcmp(path + len - 4, ".png")) memcpy(path + len - 4, ".ppm", 4);
+}
+
+static run_out run_job(h3_engine *e, const char *root, const char *gold, const char *tmp, const char *name,
+                       json_t *c) {
+  run_out o;
+  memset(&o, 0, sizeof o);
+  char path[1200], lat_path[900], num[64];
+  h3_gen_params *p = h3_gen_params_new();
+  h3_status s = p ? H3_OK : H3_ERR_NOMEM;
+  if (s == H3_OK) s = h3_params_set(p, "prompt", json_string_value(json_object_get(c, "prompt")));
+#define SETI(key, field)                                                                     \
+  if (s == H3_OK) {                                                                          \
+    snprintf(num, sizeof num, "%lld", (long long)json_integer_value(json_object_get(c, key))); \
+    s = h3_params_set(p, field, num);                                                        \
+  }
+  SETI("seed", "seed");
+  SETI("steps", "steps");
+  SETI("num_frames", "frames");
+  SETI("width", "width");
+  SETI("height", "height");
+#undef SETI
+  json_t *refs = json_object_get(c, "references");
+  for (size_t i = 0; s == H3_OK && i < json_array_size(refs); i++) {
+    json_t *r = json_array_get(refs, i);
+    const char *type = json_string_value(json_object_get(r, "type"));
+    media_path(path, sizeof path, root, gold, json_string_value(json_object_get(r, "path")));
+    char opt[32];
+    snprintf(opt, sizeof opt, "ref_%s", type);
+    s = h3_params_set(p, opt, path);
+  }
+  if (s == H3_OK) s = h3_params_set(p, "output", "");
+  snprintf(lat_path, sizeof lat_path, "%s/%s.latents.safetensors", tmp, name);
+  unlink(lat_path);
+  if (s == H3_OK) s = h3_params_set(p, "latents_out", lat_path);
+  h3_job_report rep;
+  memset(&rep, 0, sizeof rep);
+  h3_sinks sinks = {.no_files = false, .clip = &o.clip};
+  if (s == H3_OK) s = h3_job_run(e, p, &sinks, NULL, &rep);
+  if (s == H3_ERR_UNSUPPORTED &&
+      (strstr(h3_last_error(), "not available in this build") || strstr(h3_last_error(), "needs FFmpeg"))) {
+    printf("case %s: SKIP (%s)\n", name, h3_last_error());
+    o.skipped = true;
+  } else {
+    CHECK_MSG(s == H3_OK, "case %s: h3_job_run: %s", name, h3_last_error());
+  }
+  if (s == H3_OK) {
+    printf("case %s: %lldx%lld, %lld frames, %lld steps, seed %llu; references cached %d; encode %.3fs denoise %.3fs\n",
+           name, (long long)rep.width, (long long)rep.height, (long long)rep.frames, (long long)rep.steps,
+           (unsigned long long)rep.seed, rep.references_cached, rep.phase_s[H3_PHASE_ENCODE],
+           rep.phase_s[H3_PHASE_DENOISE]);
+    o.cached = rep.references_cached;
+    h3_st_set *ls = NULL;
+    s = h3_st_set_open(lat_path, &ls);
+    if (s == H3_OK) {
+      s = h3_st_read_f32(ls, "latents", &o.lat, &o.t_lat);
+      h3_st_set_close(ls);
+    }
+    CHECK_MSG(s == H3_OK, "case %s: --latents-out %s: %s", name, lat_path, h3_last_error());
+  }
+  h3_job_report_free(&rep);
+  h3_gen_params_free(p);
+  o.st = s;
+  return o;
+}
+
+static void compare(const char *name, h3_st_set *fs, const run_out *o) {
+  int64_t *req = NULL, *sub_idx = NULL, *sub_px = NULL;
+  float *means = NULL, *audio = NULL, *lat = NULL;
+  h3_tensor t_req, t_idx, t_px, t_means, t_audio, t_lat;
+  h3_status st = h3_st_read_i64(fs, "request", &req, &t_req);
+  if (st == H3_OK) st = h3_st_read_i64(fs, "frames_subset_index", &sub_idx, &t_idx);
+  if (st == H3_OK) st = h3_st_read_i64(fs, "frames_subset_i16", &sub_px, &t_px);
+  if (st == H3_OK) st = h3_st_read_f32(fs, "frame_channel_means", &means, &t_means);
+  if (st == H3_OK) st = h3_st_read_f32(fs, "audio", &audio, &t_audio);
+  if (st == H3_OK) st = h3_st_read_f32(fs, "video_latents", &lat, &t_lat);
+  CHECK_MSG(st == H3_OK && t_px.ndim == 4 && t_audio.ndim == 3, "case %s: fixture tensors: %s", name, h3_last_error());
+  if (st != H3_OK || t_px.ndim != 4 || t_audio.ndim != 3) goto done;
+  const int64_t F = req[0], H = req[1], W = req[2];
+  const h3_clip *r = &o->clip;
+  const bool geo = r->frames && r->num_frames == F && r->height == H && r->width == W && t_px.shape[1] == H &&
+                   t_px.shape[2] == W;
+  CHECK_MSG(geo, "case %s: frames %lld x %lld x %lld, fixture %lld x %lld x %lld", name, (long long)r->num_frames,
+            (long long)r->height, (long long)r->width, (long long)F, (long long)H, (long long)W);
+  if (geo) {
+    const int64_t per = H * W * 3, K = t_px.shape[0];
+    int64_t n = 0, over = 0;
+    double maxd = 0;
+    for (int64_t k = 0; k < K; k++) {
+      const int64_t fi = sub_idx[k];
+      if (fi < 0 || fi >= F) continue;
+      for (int64_t i = 0; i < per; i++) {
+        double d = fabs((double)r->frames[fi * per + i] - (double)sub_px[k * per + i] / 32767.0);
+        maxd = h3t_max_nan(maxd, d);
+        over += !(d <= TOL_FRAME);
+        n++;
+      }
+    }
+    const double frac = n ? 1.0 - (double)over / (double)n : 0.0;
+    printf("case %s: frames (%lld values): max |d| %.3e, within 1/255: %.5f%%\n", name, (long long)n, maxd,
+           100.0 * frac);
+    CHECK_MSG(n > 0 && frac >= TOL_FRAC, "case %s: only %.5f%% of frame values within 1/255", name, 100.0 * frac);
+    double maxm = 0;
+    for (int64_t fi = 0; fi < F; fi++)
+      for (int c = 0; c < 3; c++) {
+        double acc = 0;
+        for (int64_t q = 0; q < H * W; q++) acc += r->frames[(fi * H * W + q) * 3 + c];
+        maxm = h3t_max_nan(maxm, fabs(acc / (double)(H * W) - (double)means[fi * 3 + c]));
+      }
+    printf("case %s: per-frame channel means: max |d| %.3e\n", name, maxm);
+    CHECK_MSG(maxm <= TOL_MEAN, "case %s: channel means off by %.3e", name, maxm);
+  }
+  const int64_t L = t_audio.shape[2];
+  const bool aud = r->audio && r->audio_samples == L;
+  CHECK_MSG(aud, "case %s: waveform %lld samples, fixture %lld", name, (long long)r->audio_samples, (long long)L);
+  if (aud) {
+    const double rw = h3t_rel_l2(r->audio, audio, (size_t)(2 * L));
+    printf("case %s: waveform rel-L2 %.3e\n", name, rw);
+    CHECK_MSG(rw <= TOL_AUDIO, "case %s: waveform rel-L2 %.3e", name, rw);
+  }
+  const int64_t nl = h3_tensor_numel(&t_lat);
+  const bool lok = o->lat && h3_tensor_numel(&o->t_lat) == nl;
+  CHECK_MSG(lok, "case %s: latents %lld values, fixture %lld", name, (long long)h3_tensor_numel(&o->t_lat), (long long)nl);
+  if (lok) {
+    const double rl = h3t_rel_l2(o->lat, lat, (size_t)nl);
+    printf("case %s: final video latents rel-L2 %.3e\n", name, rl);
+    CHECK_MSG(rl <= TOL_LATENT, "case %s: video latents rel-L2 %.3e", name, rl);
+  }
+done:
+  free(req), free(sub_idx), free(sub_px), free(means), free(audio), free(lat);
+}
+
+int main(void) {
+  const char *root = h3t_source_dir();
+  char gold[600], path[900], snap[700];
+  snprintf(gold, sizeof gold, "%s/tests/golden/ref2va", root);
+  snprintf(path, sizeof path, "%s/cases.json", gold);
+  if (!vfx_exists(path)) {
+    h3t_skip("%s absent: generate it with tools/golden/make_ref2va_fixtures.py (tools/golden/README.md)", path);
+    return h3t_finish(0);
+  }
+  json_t *meta = h3t_load_json("tests/golden/ref2va/cases.json");
+  json_t *cases = meta ? json_object_get(meta, "cases") : NULL;
+  CHECK_MSG(cases && json_array_size(cases) >= 2, "cases.json: want at least 2 cases");
+  json_t *fails = meta ? json_object_get(meta, "failures") : NULL;
+  CHECK_MSG(fails && json_array_size(fails) == 0, "cases.json lists %zu self-check failures of the fixture script",
+            fails ? json_array_size(fails) : (size_t)0);
+  const char *tmp = h3t_tmpdir();
+  snprintf(snap, sizeof snap, "%s/snap", tmp);
+  int rc = make_snapshot(root, gold, snap);
+  CHECK_MSG(rc == 0, "assembling the snapshot in %s", snap);
+  h3_engine *e = NULL;
+  if (rc == 0 && cases) {
+    h3_engine_config cfg;
+    h3_engine_config_init(&cfg);
+    cfg.model = snap;
+    const char *dev = getenv("H3_TEST_DEVICE");
+    cfg.device = dev && *dev ? dev : "cpu";
+    cfg.precision = H3_PRECISION_F32;
+    h3_status s = h3_engine_open(&cfg, &e);
+    CHECK_MSG(s == H3_OK, "h3_engine_open %s: %s", snap, h3_last_error());
+  }
+  run_out first = {0};
+  json_t *first_case = NULL;
+  for (size_t i = 0; e && i < json_array_size(cases); i++) {
+    json_t *c = json_array_get(cases, i);
+    const char *name = json_string_value(json_object_get(c, "name"));
+    if (!name) name = "?";
+    snprintf(path, sizeof path, "%s/case_%s.safetensors", gold, name);
+    h3_st_set *fs = NULL;
+    h3_status s = h3_st_set_open(path, &fs);
+    CHECK_MSG(s == H3_OK, "%s: %s", path, h3_last_error());
+    if (s != H3_OK) continue;
+    check_layout(name, fs, json_object_get(c, "references"));
+    run_out o = run_job(e, root, gold, tmp, name, c);
+    if (o.st == H3_OK) compare(name, fs, &o);
+    h3_st_set_close(fs);
+    if (!first_case && o.st == H3_OK && !strcmp(name, "two_images")) {
+      first = o, first_case = c;
+      continue;
+    }
+    run_out_free(&o);
+  }
+  /* the same references again: prepared from the engine's cache, the same bytes */
+  if (e && first_case) {
+    run_out o = run_job(e, root, gold, tmp, "two_images_again", first_case);
+    if (o.st == H3_OK) {
+      CHECK_MSG(o.cached, "two_images, again: the references were prepared again (not from the engine's cache)");
+      const size_t nf = (size_t)(first.clip.num_frames * first.clip.height * first.clip.width * 3);
+      const bool same = o.clip.frames && o.clip.num_frames == first.clip.num_frames &&
+                        !memcmp(o.clip.frames, first.clip.frames, nf * sizeof(float)) && o.clip.audio &&
+                        o.clip.audio_samples == first.clip.audio_samples &&
+                        !memcmp(o.clip.audio, first.clip.audio, (size_t)(2 * first.clip.audio_samples) * sizeof(float));
+      CHECK_MSG(same, "two_images, again: other outputs than the first run");
+      printf("case two_images again: references cached %d, outputs bit-identical %d\n", o.cached, same);
+    }
+    run_out_free(&o);
+  } else {
+    CHECK_MSG(0, "case two_images did not run: no cached rerun");
+  }
+  run_out_free(&first);
+  h3_engine_close(e);
+  json_decref(meta);
+  return h3t_finish(MIN_CHECKS);
+}
