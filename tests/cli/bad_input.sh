@@ -312,7 +312,7 @@ n=$(ls "$tmp"/outputs/*狐狸在雪中*.mp4 2>/dev/null | wc -l)
 if "$H3" serve --help >/dev/null 2>&1; then
   sv=("$H3" serve -q --port 0 --outputs "$tmp/srv")
   row "serve: --heartbeat over half the lease" 2 "at most half of --lease" -- "${sv[@]}" --lease 4 --heartbeat 3
-  if ldd "$H3" 2>/dev/null | grep -q libpq; then # built with the PostgreSQL store
+  if ldd "$H3" 2>/dev/null | grep libpq >/dev/null; then # built with the PostgreSQL store
     row "serve: --db malformed postgresql:// URL" 2 "not a PostgreSQL URL" -- "${sv[@]}" --db 'postgresql://h3@[bad'
     row "serve: --db PostgreSQL unreachable" 1 "job store (postgresql): connecting: .*unreachable" -- \
       "${sv[@]}" --db postgresql://h3@127.0.0.1:1/h3

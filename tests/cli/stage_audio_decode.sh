@@ -113,5 +113,5 @@ usage "missing --out" -- "$H3" stage audio-decode --model "$g/mid/diffusers" --i
 usage "unknown option" -- "$H3" stage audio-decode --model "$g/mid/diffusers" --in "$tmp/mid.in.safetensors" \
   --out "$tmp/x.safetensors" --bogus
 [ ! -e "$tmp/x.safetensors" ] || { echo "FAIL usage error left an output"; fail=1; }
-"$H3" stage audio-decode --help | grep -q "audio_latents" && echo "ok   --help" || { echo "FAIL --help"; fail=1; }
+"$H3" stage audio-decode --help | grep "audio_latents" >/dev/null && echo "ok   --help" || { echo "FAIL --help"; fail=1; }
 exit $fail

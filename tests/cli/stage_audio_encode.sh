@@ -151,7 +151,7 @@ usage "--video without --audio" -- "$H3" stage audio-encode --model "$g/tiny/dif
 usage "bad --num-frames" -- "$H3" stage audio-encode --model "$g/tiny/diffusers" --audio "$media/stereo_44k.mp3" \
   --num-frames 0 --out "$tmp/x.safetensors"
 [ ! -e "$tmp/x.safetensors" ] || { echo "FAIL usage error left an output"; fail=1; }
-"$H3" stage audio-encode --help | grep -q "audio_condition_latents" && echo "ok   --help" || { echo "FAIL --help"; fail=1; }
+"$H3" stage audio-encode --help | grep "audio_condition_latents" >/dev/null && echo "ok   --help" || { echo "FAIL --help"; fail=1; }
 
 # the reference's outputs (golden set)
 if [ -d "$gold" ]; then

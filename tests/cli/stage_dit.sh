@@ -34,4 +34,4 @@ for case in t2va fl2va ref2va; do
   $st compare "$tmp/o.safetensors" "$g/$case.out.bf16.safetensors" --tol 5.5e-3 \
     --closer-than "$g/$case.out.f32.safetensors" 0.85
 done
-"$H3" stage dit --help | grep -q "audio_hidden_states"
+"$H3" stage dit --help | grep "audio_hidden_states" >/dev/null

@@ -100,5 +100,5 @@ expect_fail 1 "pass the model's config.json" "$H3" stage text-encode --model "$t
 expect_fail 2 "--tap must be" "$H3" stage text-encode --model "$tmp/snap" --prompt hi --tap x --out "$tmp/x.safetensors"
 expect_fail 2 "exactly one of" "$H3" stage text-encode --model "$tmp/snap" --out "$tmp/x.safetensors"
 test ! -e "$tmp/x.safetensors"
-"$H3" stage text-encode --help | grep -q "encoder_hidden_states"
+"$H3" stage text-encode --help | grep "encoder_hidden_states" >/dev/null
 echo "stage text-encode: ok"
