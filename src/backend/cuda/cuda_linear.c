@@ -268,9 +268,12 @@ h3_status h3_cuda_linear(h3_backend *be, const h3_tensor *x, const h3_tensor *w,
   if (M == 0 || N == 0) return H3_OK;
 
   /* A dequantized copy of a quantized weight (model/quant_set.c): its stored codes, dequantized per tile on
-   * the device (cuda_quant.h), instead of uploading the copy.  Nothing registered: one atomic load. */
-  if (!bias && !be->emulate_bf16 && x->dtype == H3_DT_BF16 && w->dtype == H3_DT_BF16 && w->stride[1] == 1 &&
-      w->stride[0] == K && (y->dtype == H3_DT_BF16 || y->dtype == H3_DT_F32)) {
+   * the device (cuda_quant.h), instead of uploading the copy.  Nothing registered: one atomic load.
+   * emulate_bf16 (the DiT's bf16 mode) changes nothing for a BF16 y of a bias-free bf16 GEMM (the ordinary
+   * path below writes it directly, no epilogue), so those calls take this path too; an F32 y under
+   * emulate_bf16 (rounded to bf16 by the ordinary path's epilogue) does not. */
+  if (!bias && (!be->emulate_bf16 || y->dtype == H3_DT_BF16) && x->dtype == H3_DT_BF16 && w->dtype == H3_DT_BF16 &&
+      w->stride[1] == 1 && w->stride[0] == K && (y->dtype == H3_DT_BF16 || y->dtype == H3_DT_F32)) {
     int64_t r0 = 0, qr = 0, qc = 0;
     uint64_t id = 0;
     const h3_quant *q = h3_quant_lookup(w->data, &r0, &qr, &qc, &id);
