@@ -48,7 +48,8 @@ for t in test_dit_golden test_generate_golden test_video_vae test_audio_vae test
   need "$t" && H3_TEST_DEVICE=cuda run "cuda_$t" "$bin/$t"
 done
 # the suites of the newer features, where the bundle has them (keyframes end to end, LoRAs, reference audio)
-for t in test_fl2va_golden test_lora_golden test_lora_apply test_engine_lora test_audio_vae_encoder test_vision_bf16_golden; do
+for t in test_fl2va_golden test_lora_golden test_lora_apply test_engine_lora test_audio_vae_encoder test_vision_bf16_golden \
+         test_quant_load test_refvideo_golden test_ref2va_golden; do
   [ -x "$bin/$t" ] && H3_TEST_DEVICE=cuda run "cuda_$t" "$bin/$t"
 done
 need h3 || true

@@ -181,7 +181,13 @@ def build_transformer_ref(out_dir, meta):
     s1, s2 = tr.state_dict(), re.state_dict()
     if set(s1) != set(s2) or any(not torch.equal(s1[k], s2[k]) for k in s1):
         fail("transformer_ref: the reloaded weights differ")
-    base = load_file(os.path.join(GEN, "transformer", "diffusion_pytorch_model.safetensors"))
+    base = {}  # the tiny DiT's files: one file or shards (tests/golden/dit/tiny/diffusers is sharded)
+    tdir = os.path.join(GEN, "transformer")
+    for fn in sorted(os.listdir(tdir)):
+        if fn.endswith(".safetensors"):
+            base.update(load_file(os.path.join(tdir, fn)))
+    if not base:
+        fail(f"transformer_ref: no .safetensors in {tdir}")
     same = [k for k in base if k in s2 and torch.equal(base[k].float(), s2[k].float())]
     meta["transformer_ref"] = {"tensors": len(s2), "perturbed": changed, "identical_to_transformer": len(same)}
     if len(same) > 0:
