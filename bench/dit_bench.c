@@ -22,6 +22,26 @@
  *                      them: a full bake's second copy of every block weight
  *                      does not fit beside the base at the released size), then
  *                      the plain forward again; one GPU only
+ *     --quant FORMAT   also time the forward with every block Linear (qkv,
+ *                      out_proj, fc1, fc2 of every main and refiner block: the
+ *                      bias-free ones) kept quantized: fp8 (float8_e4m3fn,
+ *                      tensor-wise scale) or int8 (int8_tensorwise, per-row
+ *                      scale).  Random codes in host memory (one set per Linear
+ *                      shape, shared by the blocks) are dequantized once into
+ *                      those bf16 weights before anything is timed, so the plain
+ *                      forward is the exact reference; then, after the plain
+ *                      forward of each shape, each weight's device address is
+ *                      registered (core/quant_registry.h) with its codes, the
+ *                      DiT's recorded graph dropped, and the CUDA linear runs
+ *                      the tiled on-the-fly dequantization (cuda_quant.h): a
+ *                      warm-up (the codes upload then) and the timed forwards,
+ *                      unregister, the plain forward again.  Reported: median,
+ *                      quantized / plain, rel-L2 of the outputs, codes + scales
+ *                      bytes, the staging buffer, the bf16 bytes of the same
+ *                      weights, device memory before / after.  The bf16 weights
+ *                      stay resident (device_bf16_weights_also_resident): this
+ *                      times the quantized linear path, not the loader's
+ *                      memory.  One GPU only; not with --lora-rank
  *     -v, --verbose    debug log (e.g. H3_CUDA_GEMM_TUNE's candidate times)
  *
  * Every weight tensor is allocated by the backend (device memory on CUDA) and
@@ -53,6 +73,8 @@
 #include "bench_util.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/quant.h"
+#include "core/quant_registry.h"
 #include "model/dit.h"
 #include "model/dit_config.h"
 #include "model/dit_group.h"
@@ -248,6 +270,9 @@ typedef struct result {
   double lora_rt_s, lora_rt_warm_s, lora_bake_s, lora_bake_warm_s, none_after_s, lora_rt_rel, lora_bake_rel;
   int lora_rt_n, lora_bake_n, none_after_n, lora_rt_targets, lora_bake_targets;
   double lora_rt_bytes, lora_bake_bytes;
+  /* --quant FORMAT: quantized, and the plain forward again after it; device memory around it */
+  int quant, q_n, q_after_n;
+  double q_s, q_warm_s, q_after_s, q_rel_v, q_rel_a, q_used_before, q_used_after, q_alloc_before, q_alloc_after;
 } result;
 
 /* --lora-rank R: the synthetic LoRAs (all blocks for run time, the first bake_blocks main blocks for the bake) */
@@ -345,9 +370,243 @@ static h3_status bench_lora(h3_backend *be, h3_dit *m, const h3_dit_weights *w, 
   return H3_OK;
 }
 
+/* ---- --quant FORMAT: every block Linear kept quantized (core/quant_registry.h) ------------ */
+
+/* The four block-Linear shapes (qkv, out_proj, fc1, fc2): one quantized weight each, random codes shared by
+ * every block (host memory), dequantized once into every block's BF16 weight (so the plain forward computes
+ * with exactly the values the quantized path dequantizes), and each block's weight registered with it. */
+enum { QB_QKV, QB_OUT, QB_FC1, QB_FC2, QB_N };
+
+typedef struct quant_bench {
+  h3_qfmt fmt;
+  const char *name; /* "fp8" / "int8" */
+  h3_quant q[QB_N];
+  uint8_t *codes[QB_N];
+  float *rows[QB_N]; /* int8: per-row scales [N] */
+  float sv[QB_N];    /* fp8: the tensor-wise scale's storage */
+  const void **reg;  /* the registered BF16 weights (device addresses on CUDA) */
+  int nreg;
+  int64_t elems;
+  double code_bytes, scale_bytes, bf16_bytes, stage_bytes, prep_s;
+  int probe_dit, probe_plain; /* quant_probe: under the DiT's bf16 numerics view, under the backend's own */
+} quant_bench;
+
+static uint64_t qb_next(uint64_t *s) {
+  uint64_t x = *s;
+  x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+  return *s = x;
+}
+
+/* The block's weight of kind k (all four are BF16 [N, K], bias-free in the linear op: dit.c) */
+static const h3_tensor *qb_weight(const h3_dit_block_weights *b, int k) {
+  return k == QB_QKV ? &b->qkv[0] : k == QB_OUT ? &b->out_proj : k == QB_FC1 ? &b->fc1 : &b->fc2;
+}
+
+static void quant_bench_free(quant_bench *qb) {
+  for (int k = 0; k < QB_N; k++) free(qb->codes[k]), free(qb->rows[k]);
+  free(qb->reg);
+  memset(qb->codes, 0, sizeof qb->codes);
+  memset(qb->rows, 0, sizeof qb->rows);
+  qb->reg = NULL;
+}
+
+/* Codes ~ a near-normal (sum of four uniform bytes) of std 16 (fp8 e4m3: |v| <= 56, never a NaN code) or 32
+ * (int8, |q| <= 111), scales so the dequantized values have std ~ 1/sqrt(K) (int8: per row, x0.8..1.2). */
+static h3_status quant_prepare(h3_backend *be, const h3_dit_weights *w, h3_qfmt fmt, quant_bench *qb) {
+  const h3_dit_config *c = &w->cfg;
+  const int64_t nb = c->num_layers + c->num_refiner_layers;
+  const double t0 = h3_now_s();
+  qb->fmt = fmt;
+  qb->reg = calloc((size_t)(nb * QB_N), sizeof *qb->reg);
+  if (!qb->reg) return h3_fail(H3_ERR_NOMEM, "--quant: registration table");
+  const float cs = fmt == H3_Q_FP8 ? 16.0f : 32.0f;
+  uint8_t table[1021];
+  for (int i = 0; i < 1021; i++) {
+    const float v = cs * (float)(i - 510) / 147.8f; /* Irwin-Hall(4) of bytes: mean 510, std 147.8 */
+    table[i] = fmt == H3_Q_FP8 ? h3_f32_to_e4m3(v) : (uint8_t)(int8_t)lrintf(v < -127 ? -127 : v > 127 ? 127 : v);
+  }
+  const h3_dit_block_weights *b0 = c->num_layers > 0 ? &w->blocks[0] : &w->refiner[0];
+  static const char *kname[QB_N] = {"qkv", "out_proj", "fc1", "fc2"};
+  for (int k = 0; k < QB_N; k++) {
+    const h3_tensor *t = qb_weight(b0, k);
+    const int64_t N = t->shape[0], K = t->shape[1];
+    h3_quant *q = &qb->q[k];
+    memset(q, 0, sizeof *q);
+    q->fmt = fmt;
+    q->rows = N, q->cols = K;
+    snprintf(q->layer, sizeof q->layer, "dit_bench.%s", kname[k]);
+    snprintf(q->format, sizeof q->format, "%s", fmt == H3_Q_FP8 ? "float8_e4m3fn" : "int8_tensorwise");
+    qb->codes[k] = malloc((size_t)(N * K));
+    if (!qb->codes[k]) return h3_fail(H3_ERR_NOMEM, "--quant: %.1f MB of codes", (double)(N * K) / 1e6);
+    uint64_t st = 0x9e3779b97f4a7c15ull * (uint64_t)(k + 1) + (fmt == H3_Q_FP8 ? 1 : 2);
+    uint8_t *p = qb->codes[k];
+    for (int64_t i = 0; i < N * K; i += 2) {
+      const uint64_t r = qb_next(&st);
+      p[i] = table[(r & 255) + ((r >> 8) & 255) + ((r >> 16) & 255) + ((r >> 24) & 255)];
+      if (i + 1 < N * K) p[i + 1] = table[((r >> 32) & 255) + ((r >> 40) & 255) + ((r >> 48) & 255) + (r >> 56)];
+    }
+    const float base = 1.0f / (cs * sqrtf((float)K));
+    if (fmt == H3_Q_FP8) {
+      q->elem = H3_DT_F8E4M3;
+      q->codes = h3_tensor_2d(qb->codes[k], H3_DT_F8E4M3, N, K);
+      qb->sv[k] = q->scale_v = base;
+      int64_t one = 1;
+      q->scale = h3_tensor_make(&qb->sv[k], H3_DT_F32, 1, &one);
+      q->scale_bytes = 4;
+    } else {
+      q->codes = h3_tensor_2d(qb->codes[k], H3_DT_I8, N, K);
+      qb->rows[k] = malloc((size_t)N * sizeof(float));
+      if (!qb->rows[k]) return h3_fail(H3_ERR_NOMEM, "--quant: per-row scales");
+      for (int64_t r = 0; r < N; r++)
+        qb->rows[k][r] = base * (0.8f + 0.4f * (float)((qb_next(&st) >> 40) & 0xffffff) / 16777216.0f);
+      q->scale = h3_tensor_2d(qb->rows[k], H3_DT_F32, N, 1);
+      q->scale.stride[0] = 1;
+      q->per_row = true;
+      q->scale_v = 1.0f;
+      q->scale_bytes = N * 4;
+    }
+    /* dequantize (the reference's bf16 rounding, as the device path) into every block's weight, a chunk of rows
+     * at a time */
+    int64_t ch = (16 << 20) / (K > 0 ? K : 1);
+    if (ch < 1) ch = 1;
+    float *f = malloc((size_t)(ch * K) * sizeof *f + 1);
+    uint16_t *h = malloc((size_t)(ch * K) * sizeof *h + 1);
+    h3_status s = f && h ? H3_OK : h3_fail(H3_ERR_NOMEM, "--quant: dequantization buffers");
+    for (int64_t r0 = 0; r0 < N && s == H3_OK; r0 += ch) {
+      const int64_t n = N - r0 < ch ? N - r0 : ch;
+      h3_quant_dequant_rows(q, r0, n, true, f, K);
+      for (int64_t i = 0; i < n * K; i++) h[i] = h3_f32_to_bf16(f[i]);
+      for (int64_t j = 0; j < nb && s == H3_OK; j++) {
+        const h3_tensor *tw = qb_weight(j < c->num_layers ? &w->blocks[j] : &w->refiner[j - c->num_layers], k);
+        if (tw->dtype != H3_DT_BF16 || tw->shape[0] != N || tw->shape[1] != K)
+          s = h3_fail(H3_ERR_INTERNAL, "--quant: block %lld %s is not BF16 [%lld, %lld]", (long long)j, kname[k],
+                      (long long)N, (long long)K);
+        else s = be->ops->upload(be, (uint16_t *)tw->data + r0 * K, h, (size_t)(n * K) * 2);
+      }
+      if (s == H3_OK) s = be->ops->sync(be); /* before h is refilled */
+    }
+    free(f);
+    free(h);
+    H3_TRY(s);
+    for (int64_t j = 0; j < nb; j++) {
+      const h3_tensor *tw = qb_weight(j < c->num_layers ? &w->blocks[j] : &w->refiner[j - c->num_layers], k);
+      qb->reg[j * QB_N + k] = tw->data;
+    }
+    qb->elems += nb * N * K;
+    qb->code_bytes += (double)(nb * N * K);
+    qb->scale_bytes += (double)(nb * q->scale_bytes);
+    qb->bf16_bytes += (double)(nb * N * K) * 2.0;
+    const double stage = (double)((N < 2048 ? N : 2048) * K) * 2.0;
+    if (stage > qb->stage_bytes) qb->stage_bytes = stage;
+  }
+  qb->nreg = (int)(nb * QB_N);
+  qb->prep_s = h3_now_s() - t0;
+  return H3_OK;
+}
+
+static void quant_register(const quant_bench *qb, const h3_dit_weights *w, bool on) {
+  const int64_t L = w->cfg.num_layers;
+  for (int i = 0; i < qb->nreg; i++) {
+    const int64_t j = i / QB_N;
+    const int k = i % QB_N;
+    const h3_tensor *t = qb_weight(j < L ? &w->blocks[j] : &w->refiner[j - L], k);
+    if (on) h3_quant_register(qb->reg[i], t->shape[0], t->shape[1], &qb->q[k]);
+    else h3_quant_unregister(qb->reg[i]);
+  }
+}
+
+/* Whether the backend's linear, called with numerics view `emulate` (the DiT in bf16 precision calls it through
+ * a view with emulate_bf16 set: model/dit.c h3_dit_set_precision), takes the quantized path: an all-zero bf16
+ * weight registered with nonzero codes (out_proj's first 16 rows) gives a nonzero y only on that path.
+ * 1 taken, 0 not, -1 not CUDA (the CPU reads the bf16 copy) or an error. */
+static int quant_probe(h3_backend *be, const quant_bench *qb, bool emulate) {
+  if (strcmp(be->name, "cuda")) return -1;
+  const h3_quant *q0 = &qb->q[QB_OUT];
+  const int64_t M = 8, N = q0->rows < 16 ? q0->rows : 16, K = q0->cols;
+  h3_quant pq = *q0;
+  pq.rows = N;
+  pq.codes = h3_tensor_2d(q0->codes.data, q0->codes.dtype, N, K);
+  if (pq.per_row) {
+    pq.scale = h3_tensor_2d(q0->scale.data, H3_DT_F32, N, 1);
+    pq.scale.stride[0] = 1;
+    pq.scale_bytes = N * 4;
+  }
+  snprintf(pq.layer, sizeof pq.layer, "dit_bench.probe");
+  uint16_t *hx = malloc((size_t)(M * K) * 2), *hw = calloc((size_t)(N * K), 2), hy[8 * 16];
+  void *xd = NULL, *wd = NULL, *yd = NULL;
+  int res = -1;
+  h3_status s = hx && hw ? H3_OK : h3_fail(H3_ERR_NOMEM, "probe");
+  for (int64_t i = 0; s == H3_OK && i < M * K; i++) hx[i] = h3_f32_to_bf16(1.0f);
+  if (s == H3_OK) s = be->ops->alloc(be, (size_t)(M * K) * 2, &xd);
+  if (s == H3_OK) s = be->ops->alloc(be, (size_t)(N * K) * 2, &wd);
+  if (s == H3_OK) s = be->ops->alloc(be, (size_t)(M * N) * 2, &yd);
+  if (s == H3_OK) s = be->ops->upload(be, xd, hx, (size_t)(M * K) * 2);
+  if (s == H3_OK) s = be->ops->upload(be, wd, hw, (size_t)(N * K) * 2);
+  if (s == H3_OK) {
+    h3_tensor x = h3_tensor_2d(xd, H3_DT_BF16, M, K), wt = h3_tensor_2d(wd, H3_DT_BF16, N, K);
+    h3_tensor y = h3_tensor_2d(yd, H3_DT_BF16, M, N);
+    h3_backend view = h3_backend_view(be, emulate, be->narrow_weights);
+    h3_quant_register(wd, N, K, &pq);
+    s = be->ops->linear(&view, &x, &wt, NULL, &y);
+    if (s == H3_OK) s = be->ops->sync(be);
+    h3_quant_unregister(wd);
+  }
+  if (s == H3_OK) s = be->ops->download(be, hy, yd, (size_t)(M * N) * 2);
+  if (s == H3_OK) {
+    res = 0;
+    for (int64_t i = 0; i < M * N; i++)
+      if (h3_bf16_to_f32(hy[i]) != 0.0f) res = 1;
+  } else {
+    fprintf(stderr, "dit_bench: --quant probe: %s\n", h3_last_error());
+  }
+  if (xd) be->ops->free(be, xd);
+  if (wd) be->ops->free(be, wd);
+  if (yd) be->ops->free(be, yd);
+  free(hx);
+  free(hw);
+  return res;
+}
+
+static void mem_now(h3_backend *be, double *used, double *alloc) {
+  h3_backend_mem bm;
+  memset(&bm, 0, sizeof bm);
+  *used = *alloc = NAN;
+  if (be->ops->mem_stats && be->ops->mem_stats(be, false, &bm) == H3_OK)
+    *used = (double)bm.device_used, *alloc = (double)bm.alloc_now;
+}
+
+/* --quant: register -> warm-up (the codes upload then) -> timed forwards -> unregister -> the plain forward
+ * again; outputs against the plain forward's (same dequantized values in the BF16 weights). */
+static h3_status bench_quant(h3_backend *be, h3_dit *m, const h3_dit_weights *w, const quant_bench *qb,
+                             const h3_dit_inputs *in, const float *vref, const float *aref, int64_t nv, int64_t na,
+                             float *vout, float *aout, int iters, double deadline, result *r) {
+  r->quant = 1;
+  r->q_s = r->q_warm_s = r->q_after_s = r->q_rel_v = r->q_rel_a = NAN;
+  mem_now(be, &r->q_used_before, &r->q_alloc_before);
+  quant_register(qb, w, true);
+  h3_status s = h3_dit_use_weights(m, NULL); /* drops the recorded graph: the linears run (and record) again */
+  if (s == H3_OK) s = time_forwards(m, in, vout, aout, iters, deadline, &r->q_warm_s, &r->q_s, &r->q_n);
+  mem_now(be, &r->q_used_after, &r->q_alloc_after);
+  quant_register(qb, w, false);
+  h3_status s2 = h3_dit_use_weights(m, NULL);
+  if (s != H3_OK) return s;
+  if (s2 != H3_OK) return s2;
+  r->q_rel_v = rel_l2(vout, vref, nv);
+  r->q_rel_a = rel_l2(aout, aref, na);
+  printf("    %s quantized (%d Linears): %.3f s (warm-up with the codes upload %.3f s, n %d); / plain %.3f;"
+         " rel-L2 vs plain: video %.3e audio %.3e\n",
+         qb->name, qb->nreg, r->q_s, r->q_warm_s, r->q_n, r->q_s / r->median_s, r->q_rel_v, r->q_rel_a);
+  printf("    device used %.2f -> %.2f GB, backend allocations %.2f -> %.2f GB (bf16 weights still resident)\n",
+         r->q_used_before / 1e9, r->q_used_after / 1e9, r->q_alloc_before / 1e9, r->q_alloc_after / 1e9);
+  double warm;
+  H3_TRY(time_forwards(m, in, vout, aout, iters, deadline, &warm, &r->q_after_s, &r->q_after_n));
+  printf("    plain again: %.3f s (n %d)\n", r->q_after_s, r->q_after_n);
+  return H3_OK;
+}
+
 static h3_status bench_shape(h3_backend *be, const h3_dit_config *c, const h3_dit_weights *w, const shape *sh,
                              int64_t L, int iters, double deadline, const sp_ranks *sp, const lora_bench *lb,
-                             result *r) {
+                             const quant_bench *qb, result *r) {
   int64_t F;
   H3_TRY(h3_align_num_frames(sh->frames, &F));
   H3_TRY(h3_video_latent_frames(F, &r->T));
@@ -469,14 +728,20 @@ static h3_status bench_shape(h3_backend *be, const h3_dit_config *c, const h3_di
     else ss += (double)aout[i] * aout[i], cnt++;
   }
   r->out_rms = cnt ? sqrt(ss / (double)cnt) : 0.0;
-  if (lb && !grp) {
+  if ((lb || qb) && !grp) {
     v1 = malloc((size_t)(r->Nv * P) * sizeof *v1 + 1);
     a1 = malloc((size_t)(r->Na * A) * sizeof *a1 + 1);
     if (!v1 || !a1) {
-      s = h3_fail(H3_ERR_NOMEM, "LoRA outputs");
+      s = h3_fail(H3_ERR_NOMEM, "LoRA / quantized outputs");
       goto done;
     }
+  }
+  if (lb && !grp) {
     s = bench_lora(be, m, w, lb, &in, vout, r->Nv * P, v1, a1, iters, deadline, r);
+    if (s != H3_OK) goto done;
+  }
+  if (qb && !grp) {
+    s = bench_quant(be, m, w, qb, &in, vout, aout, r->Nv * P, r->Na * A, v1, a1, iters, deadline, r);
     if (s != H3_OK) goto done;
   }
   if (grp) { /* the same forward on rank 0's GPU alone: speedup and agreement */
@@ -531,6 +796,7 @@ typedef struct report {
   char gemm_status[256];
   result *res;
   int nres;
+  const quant_bench *qb; /* --quant */
 } report;
 
 
@@ -601,9 +867,52 @@ static void write_json(const report *rp) {
       json_object_set_new(l, "none_again_n", json_integer(r->none_after_n));
       json_object_set_new(o, "lora", l);
     }
+    if (r->quant) {
+      json_t *q = json_object();
+      json_object_set_new(q, "format", json_string(rp->qb ? rp->qb->name : ""));
+      json_object_set_new(q, "median_s", h3b_jnum(r->q_s));
+      json_object_set_new(q, "warmup_s", h3b_jnum(r->q_warm_s));
+      json_object_set_new(q, "warmup_includes_codes_upload", json_true());
+      json_object_set_new(q, "n", json_integer(r->q_n));
+      json_object_set_new(q, "over_plain", h3b_jnum(r->q_s / r->median_s));
+      json_object_set_new(q, "output_rel_l2_vs_plain_video", h3b_jnum(r->q_rel_v));
+      json_object_set_new(q, "output_rel_l2_vs_plain_audio", h3b_jnum(r->q_rel_a));
+      json_object_set_new(q, "plain_again_median_s", h3b_jnum(r->q_after_s));
+      json_object_set_new(q, "plain_again_n", json_integer(r->q_after_n));
+      json_object_set_new(q, "device_used_before_bytes", h3b_jnum(r->q_used_before));
+      json_object_set_new(q, "device_used_after_bytes", h3b_jnum(r->q_used_after));
+      json_object_set_new(q, "backend_alloc_before_bytes", h3b_jnum(r->q_alloc_before));
+      json_object_set_new(q, "backend_alloc_after_bytes", h3b_jnum(r->q_alloc_after));
+      json_object_set_new(q, "device_bf16_weights_also_resident", json_true());
+      json_object_set_new(o, "quant", q);
+    }
     json_array_append_new(arr, o);
   }
   json_object_set_new(root, "shapes", arr);
+  if (rp->qb) {
+    const quant_bench *qb = rp->qb;
+    json_t *q = json_object();
+    json_object_set_new(q, "format", json_string(qb->name));
+    json_object_set_new(q, "format_name", json_string(qb->q[0].format));
+    json_object_set_new(q, "scale", json_string(qb->fmt == H3_Q_FP8 ? "tensorwise" : "per-row"));
+    json_object_set_new(q, "linears", json_integer(qb->nreg));
+    json_object_set_new(q, "elements", json_integer(qb->elems));
+    json_object_set_new(q, "codes_bytes", h3b_jnum(qb->code_bytes));
+    json_object_set_new(q, "scales_bytes", h3b_jnum(qb->scale_bytes));
+    json_object_set_new(q, "uploaded_bytes", h3b_jnum(qb->code_bytes + qb->scale_bytes));
+    json_object_set_new(q, "staging_bytes", h3b_jnum(qb->stage_bytes));
+    json_object_set_new(q, "bf16_bytes_same_weights", h3b_jnum(qb->bf16_bytes));
+    json_object_set_new(q, "prepare_s", h3b_jnum(qb->prep_s));
+    static const char *pv[3] = {"n/a", "not taken", "taken"};
+    json_object_set_new(q, "path_probe_dit_numerics", json_string(pv[qb->probe_dit + 1]));
+    json_object_set_new(q, "path_probe_backend_numerics", json_string(pv[qb->probe_plain + 1]));
+    json_object_set_new(q, "device_bf16_weights_also_resident", json_true());
+    json_object_set_new(q, "note", json_string("random codes shared by every block; the bf16 weights of those Linears "
+                                               "hold their exact dequantization (so the plain forward is the "
+                                               "reference) and stay on the device: a timing bench of the quantized "
+                                               "linear path, not of the loader's memory"));
+    json_object_set_new(root, "quant", q);
+  }
   h3b_json_write(root, rp->path, "dit_bench");
   json_decref(root);
 }
@@ -628,11 +937,14 @@ static int usage(void) {
   fprintf(stderr,
           "usage: dit_bench [--device cuda|cuda:N|cpu] [--config release|tiny] [--shapes WxHxF,...]\n"
           "                 [--text N] [--iters N] [--gemm N] [--budget-s S] [--gpus N] [--dry-run] [-v]\n"
-          "                 [--lora-rank R [--lora-bake-blocks N]] OUT.json\n"
+          "                 [--lora-rank R [--lora-bake-blocks N]] [--quant fp8|int8] OUT.json\n"
           "  --gpus N: time the N-GPU sequence-parallel forward (NCCL) and, on the first GPU alone,\n"
           "            the single-GPU forward of the same shape; report the speedup and agreement\n"
           "  --lora-rank R: also time a synthetic rank-R LoRA on every block Linear at run time and baked\n"
-          "            (into the first --lora-bake-blocks N main blocks; default half), then none again\n");
+          "            (into the first --lora-bake-blocks N main blocks; default half), then none again\n"
+          "  --quant F: also time the forward with every block Linear quantized (fp8: float8_e4m3fn, tensor-wise\n"
+          "            scale; int8: int8_tensorwise, per-row scale), dequantized per tile on the device, then\n"
+          "            plain again; one GPU only\n");
   return 2;
 }
 
@@ -645,6 +957,7 @@ int main(int argc, char **argv) {
   double budget = 0;
   int dry = 0, gpus = 1;
   int64_t lora_rank = 0, bake_blocks = -1;
+  const char *quant = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -663,12 +976,18 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--gpus") && v) gpus = atoi(v), i++;
     else if (!strcmp(a, "--lora-rank") && v) lora_rank = atoll(v), i++;
     else if (!strcmp(a, "--lora-bake-blocks") && v) bake_blocks = atoll(v), i++;
+    else if (!strcmp(a, "--quant") && v) quant = v, i++;
     else if (a[0] != '-' && !json_path) json_path = a;
     else return usage();
   }
   if (!json_path || L < 1 || iters < 0 || gemm_n < 0 || gpus < 1 || gpus > 64 || lora_rank < 0) return usage();
   if (lora_rank > 0 && gpus > 1) {
     fprintf(stderr, "dit_bench: error: --lora-rank times one GPU (leave out --gpus)\n");
+    return 2;
+  }
+  if (quant && strcmp(quant, "fp8") && strcmp(quant, "int8")) return usage();
+  if (quant && (gpus > 1 || lora_rank > 0)) {
+    fprintf(stderr, "dit_bench: error: --quant times one GPU, without --lora-rank (leave out --gpus, --lora-rank)\n");
     return 2;
   }
   if (strcmp(config, "release") && strcmp(config, "tiny")) return usage();
@@ -723,7 +1042,7 @@ int main(int argc, char **argv) {
     printf("%-16s %7s %7s %6s %5s %2s %9s\n", "shape", "S", "video", "audio", "text", "K", "PFLOP");
     for (int i = 0; i < nshapes; i++) {
       result *r = &res[i];
-      if (bench_shape(be, &cfg, NULL, &shapes[i], L, 0, 0, NULL, NULL, r) != H3_OK) {
+      if (bench_shape(be, &cfg, NULL, &shapes[i], L, 0, 0, NULL, NULL, NULL, r) != H3_OK) {
         printf("%-16s error: %s\n", r->name, h3_last_error());
         continue;
       }
@@ -828,6 +1147,34 @@ int main(int argc, char **argv) {
     }
   }
 
+  /* 2d. --quant FORMAT: random codes on the host, their dequantization into the block Linears' bf16 weights */
+  quant_bench qbench;
+  memset(&qbench, 0, sizeof qbench);
+  if (s == H3_OK && quant) {
+    qbench.name = quant;
+    s = quant_prepare(be, &w, !strcmp(quant, "fp8") ? H3_Q_FP8 : H3_Q_INT8, &qbench);
+    if (s == H3_OK) {
+      rp.qb = &qbench;
+      qbench.probe_dit = quant_probe(be, &qbench, true);
+      qbench.probe_plain = quant_probe(be, &qbench, false);
+      if (qbench.probe_dit == 0)
+        fprintf(stderr, "dit_bench: WARNING: --quant: the %s linear does not take the quantized path when called as "
+                        "the bf16 DiT calls it (a view with emulate_bf16 set; %s with the backend's own flags): the "
+                        "\"quantized\" timings below are the plain bf16 path's\n",
+                be->name, qbench.probe_plain == 1 ? "it does" : "nor");
+      printf("%s quantized block Linears: %d (%lld elements): %.2f GB codes + %.3f MB scales to upload, staging"
+             " %.1f MB, vs %.2f GB bf16 (prepared in %.1f s; the bf16 weights hold the dequantized values and stay"
+             " resident: device_bf16_weights_also_resident)\n",
+             quant, qbench.nreg, (long long)qbench.elems, qbench.code_bytes / 1e9, qbench.scale_bytes / 1e6,
+             qbench.stage_bytes / 1e6, qbench.bf16_bytes / 1e9, qbench.prep_s);
+    } else {
+      fprintf(stderr, "dit_bench: error: --quant %s: %s\n", quant, h3_last_error());
+      snprintf(rp.status, sizeof rp.status, "error: --quant: %.400s", h3_last_error());
+      rc = 1;
+    }
+    write_json(&rp);
+  }
+
   /* 3. shapes */
   for (int i = 0; i < nshapes && s == H3_OK; i++) {
     result *r = &res[i];
@@ -837,7 +1184,8 @@ int main(int argc, char **argv) {
       write_json(&rp);
       continue;
     }
-    h3_status ss = bench_shape(be, &cfg, &w, &shapes[i], L, iters, deadline, &sp, lora_rank > 0 ? &lb : NULL, r);
+    h3_status ss = bench_shape(be, &cfg, &w, &shapes[i], L, iters, deadline, &sp, lora_rank > 0 ? &lb : NULL,
+                               rp.qb, r);
     if (ss == H3_OK) {
       snprintf(r->status, sizeof r->status, "ok");
       if (rp.gemm_tflops > 0) r->floor_s = r->flops / (rp.gemm_tflops * 1e12);
@@ -863,6 +1211,24 @@ int main(int argc, char **argv) {
            r->median_s, r->n_times, r->tflops, r->floor_s, r->nonfinite ? "  NON-FINITE" : "");
   }
   if (rp.gemm_tflops > 0) printf("floor = FLOPs at the measured linear rate, %.1f TFLOP/s\n", rp.gemm_tflops);
+  if (rp.qb) {
+    printf("\n%-16s %9s %9s %9s %5s %9s %10s %10s %10s\n", "shape", "plain s", "quant s", "q warm s", "n", "q/plain",
+           "plain2 s", "relL2 vid", "relL2 aud");
+    for (int i = 0; i < nshapes; i++) {
+      const result *r = &res[i];
+      if (!r->quant) continue;
+      printf("%-16s %9.3f %9.3f %9.3f %5d %9.3f %10.3f %10.2e %10.2e\n", r->name, r->median_s, r->q_s, r->q_warm_s,
+             r->q_n, r->q_s / r->median_s, r->q_after_s, r->q_rel_v, r->q_rel_a);
+    }
+    printf("%s: %d block Linears quantized, %.2f GB codes + scales on the device (staging %.1f MB) vs %.2f GB bf16;"
+           " the bf16 weights stay resident too (a timing bench of the quantized linear path)\n",
+           rp.qb->name, rp.qb->nreg, (rp.qb->code_bytes + rp.qb->scale_bytes) / 1e9, rp.qb->stage_bytes / 1e6,
+           rp.qb->bf16_bytes / 1e9);
+    static const char *pv[3] = {"n/a", "NOT TAKEN", "taken"};
+    printf("quantized path probe: %s under the DiT's bf16 numerics (emulate_bf16), %s under the backend's own%s\n",
+           pv[rp.qb->probe_dit + 1], pv[rp.qb->probe_plain + 1],
+           rp.qb->probe_dit == 0 ? ": the quant timings are the plain path's" : "");
+  }
 
   for (int k = 0; k < gpus && k < 64; k++) h3_comm_destroy(sp.comm[k]);
   for (int k = 1; k < sp.P; k++) {
@@ -872,6 +1238,7 @@ int main(int argc, char **argv) {
   }
   h3_lora_free(lora_all);
   h3_lora_free(lora_part);
+  quant_bench_free(&qbench);
   h3b_wpool_free(&wp);
   free_weight_tables(&w);
   h3_backend_destroy(be);

@@ -15,10 +15,13 @@
 #   realshape  tools/device/real_shape_run.sh (h3 generate at a released size, synthetic weights, --profile)
 #   realshape_fl2va  the same with keyframes (KEYFRAMES, default both: --first-frame and --last-frame),
 #              reusing the sparse snapshot of a realshape part before it
+#   realshape_refs  the same with REFS (default 3) image references (Ref2VA; its own snapshot with the encoders)
 #   bench      bench/run_gpu_bench.sh (the DiT forward, h3 vs diffusers, same run)
 #   vaebench   bench/run_vae_bench.sh (the video VAE decode, h3 vs diffusers)
 #   vencbench  bench/run_vae_enc_bench.sh (the keyframe encode, h3 vs diffusers' encode_vae_condition)
 #   lorabench  bench/run_lora_bench.sh (the DiT forward with a rank-128 LoRA at run time and baked vs none)
+#   quantbench bench/run_quant_bench.sh (the DiT forward with every block Linear quantized, FORMAT fp8 or int8,
+#              vs the plain bf16 forward)
 # Each part's time limit: LIMIT_<part> seconds (defaults below).
 set -uo pipefail
 final=${OUT:-/tmp/h3out}
@@ -83,12 +86,14 @@ for p in ${PARTS:-fixtures gpucheck}; do
     fixtures) part fixtures "${LIMIT_fixtures:-300}" bash -c "$(declare -f fixtures); fixtures" ;;
     gpucheck) part gpucheck "${LIMIT_gpucheck:-300}" bash tools/device/gpu_check.sh ;;
     realshape) part realshape "${LIMIT_realshape:-240}" bash tools/device/real_shape_run.sh ;;
+    realshape_refs) part realshape_refs "${LIMIT_realshape:-240}" env REFS="${REFS:-3}" bash tools/device/real_shape_run.sh ;;
     realshape_fl2va) part realshape_fl2va "${LIMIT_realshape:-240}" env KEYFRAMES="${KEYFRAMES:-both}" REUSE_SNAP=1 \
                        bash tools/device/real_shape_run.sh ;;
     bench) part bench "${LIMIT_bench:-420}" bash bench/run_gpu_bench.sh ;;
     vaebench) part vaebench "${LIMIT_vaebench:-300}" bash bench/run_vae_bench.sh ;;
     vencbench) part vencbench "${LIMIT_vencbench:-300}" bash bench/run_vae_enc_bench.sh ;;
     lorabench) part lorabench "${LIMIT_lorabench:-280}" bash bench/run_lora_bench.sh ;;
+    quantbench) part quantbench "${LIMIT_quantbench:-280}" bash bench/run_quant_bench.sh ;;
     *) summary+=("$p: unknown part") ;;
   esac
 done
