@@ -21,7 +21,8 @@ Components written (the layout the engine's locators search):
   --encoders          also what keyframes need: the video VAE's encoder + quant_conv (shapes from the
                       config: conv_in, down blocks of resnets with a 1x1x1 shortcut where the width changes,
                       one downsampler conv per block, norm_out, conv_out), the Qwen3-VL vision tower (shapes
-                      from vision_config) and processor/
+                      from vision_config) and processor/, and what image references need: the Ref2VA
+                      partition's DiT (Ref2VA/transformer/, from its index)
 """
 import json
 import os
@@ -61,6 +62,8 @@ def copy(src_dir, dst_dir, names):
 
 def dit(meta, dst):
     dit_shards([os.path.join(meta, "FL2VA", "transformer"), os.path.join(dst, "FL2VA", "transformer")])
+    if ENCODERS and os.path.isdir(os.path.join(meta, "Ref2VA", "transformer")):  # references: the Ref2VA partition
+        dit_shards([os.path.join(meta, "Ref2VA", "transformer"), os.path.join(dst, "Ref2VA", "transformer")])
 
 
 def pick(weight_map, dtype, top, block_re, block):

@@ -13,6 +13,9 @@
 # the (sparse: all-zero) files instead of generating weights, which times the real upload path.
 # KEYFRAMES=first|last|both: FL2VA with that many keyframes (PPM files made here at the canvas size, read
 # without FFmpeg), through --first-frame / --last-frame.
+# REFS=N: Ref2VA with N image references (--ref-image; PPM files of different sizes and aspects made here; the
+# snapshot then has the encoders and the Ref2VA partition). Video and audio references need FFmpeg, which the
+# bundle leaves out.
 set -uo pipefail
 final=${OUT:-/tmp/h3out}; mkdir -p "$final"
 root=/tmp/h3dev
@@ -24,8 +27,8 @@ export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
 bin=$root/bin
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$final/gpu.txt"
 snap=/tmp/h3snap
-enc=(); [ -n "${KEYFRAMES:-}" ] && enc=(--encoders)  # keyframes need the VAE encoder, the vision tower, processor/
-if [ "${REUSE_SNAP:-0}" = 1 ] && [ -d "$snap" ] && { [ -z "${KEYFRAMES:-}" ] || [ -d "$snap/processor" ]; }; then
+enc=(); { [ -n "${KEYFRAMES:-}" ] || [ -n "${REFS:-}" ]; } && enc=(--encoders)  # the VAE encoder, the vision tower, processor/, Ref2VA/
+if [ "${REUSE_SNAP:-0}" = 1 ] && [ -d "$snap" ] && { [ ${#enc[@]} = 0 ] || [ -d "$snap/processor" ]; }; then
   echo "reusing $snap" | tee "$final/snapshot.log"  # REUSE_SNAP=1: keep the files (and their page cache)
 else
   rm -rf "$snap"
@@ -55,6 +58,22 @@ PY
   last) keys=(--last-frame /tmp/h3key_last.ppm) ;;
   *) keys=(--first-frame /tmp/h3key_first.ppm --last-frame /tmp/h3key_last.ppm) ;;
   esac
+fi
+if [ -n "${REFS:-}" ]; then  # image references: a gradient with a disc each, of different sizes and aspects
+  sizes=(1024x768 768x1024 1280x720 640x640 1600x900 900x1600 800x600 600x800 1344x768)
+  for ((i = 0; i < REFS; i++)); do
+    python3 - "${sizes[$((i % 9))]}" "/tmp/h3ref_$i.ppm" "$i" <<'PY'
+import sys
+w, h = map(int, sys.argv[1].split("x")); out = sys.argv[2]; k = int(sys.argv[3])
+px = bytearray()
+for y in range(h):
+    for x in range(w):
+        d = (x - w // 2) ** 2 + (y - h // 2) ** 2 < (min(w, h) // (3 + k)) ** 2
+        px += bytes((250, 60 + 40 * k % 200, 40) if d else (x * 255 // w, (y * 255 // h + 50 * k) % 256, 90))
+open(out, "wb").write(b"P6\n%d %d\n255\n" % (w, h) + bytes(px))
+PY
+    keys+=(--ref-image "/tmp/h3ref_$i.ppm")
+  done
 fi
 export NCCL_NVLS_ENABLE=0
 nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
