@@ -3,6 +3,7 @@
  * (keyframes.h). */
 #include "engine/keyframes.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,59 +30,36 @@ static void entry_free(h3_kf_entry *e) {
   memset(e, 0, sizeof *e);
 }
 
-static size_t entry_bytes(const h3_kf_entry *e) {
+static void entry_free_any(void *e) { entry_free(e); }
+
+static size_t entry_bytes(const void *p) {
+  const h3_kf_entry *e = p;
   size_t b = (size_t)e->W * (size_t)e->H * 3 + (size_t)(e->C * e->lh * e->lw) * sizeof(float);
   if (e->has_vision) b += (size_t)(e->tokens * e->dim) * sizeof(float) * (size_t)(1 + e->n_levels);
   return b;
 }
 
 void h3_kf_cache_init(h3_kf_cache *c, int cap) {
-  memset(c, 0, sizeof *c);
-  c->cap = cap > 0 ? cap : 0;
+  h3_content_cache_init(c, cap, sizeof(h3_kf_entry), offsetof(h3_kf_entry, sha), entry_free_any);
 }
 
-void h3_kf_cache_free(h3_kf_cache *c) {
-  for (int i = 0; i < c->n; i++) entry_free(&c->e[i]);
-  free(c->e);
-  const int cap = c->cap;
-  h3_kf_cache_init(c, cap);
-}
+void h3_kf_cache_free(h3_kf_cache *c) { h3_content_cache_free(c); }
 
-size_t h3_kf_cache_bytes(const h3_kf_cache *c) {
-  size_t b = 0;
-  for (int i = 0; i < c->n; i++) b += entry_bytes(&c->e[i]);
-  return b;
+size_t h3_kf_cache_bytes(const h3_kf_cache *c) { return h3_content_cache_bytes(c, entry_bytes); }
+
+typedef struct kf_key {
+  int W, H, fit;
+} kf_key;
+
+static bool entry_matches(const void *p, const void *key) {
+  const h3_kf_entry *e = p;
+  const kf_key *k = key;
+  return e->W == k->W && e->H == k->H && e->fit == k->fit;
 }
 
 static h3_kf_entry *cache_find(h3_kf_cache *c, const uint8_t sha[32], int W, int H, int fit) {
-  for (int i = 0; i < c->n; i++) {
-    h3_kf_entry *e = &c->e[i];
-    if (e->W == W && e->H == H && e->fit == fit && !memcmp(e->sha, sha, 32)) return e;
-  }
-  return NULL;
-}
-
-/* Move *ne into the cache (evicting the least recently used entry no job of stamp `stamp` holds);
- * returns the entry's new place, or NULL when there is no room (ne is then untouched). */
-static h3_kf_entry *cache_put(h3_kf_cache *c, h3_kf_entry *ne, uint64_t stamp) {
-  if (c->cap <= 0) return NULL;
-  if (!c->e) {
-    c->e = calloc((size_t)c->cap, sizeof *c->e);
-    if (!c->e) return NULL; /* the job keeps its own copy */
-  }
-  int slot = -1;
-  if (c->n < c->cap) {
-    slot = c->n++;
-  } else {
-    for (int i = 0; i < c->n; i++)
-      if (c->e[i].used < stamp && (slot < 0 || c->e[i].used < c->e[slot].used)) slot = i;
-    if (slot < 0) return NULL;
-    entry_free(&c->e[slot]);
-  }
-  c->e[slot] = *ne;
-  c->e[slot].used = stamp;
-  memset(ne, 0, sizeof *ne);
-  return &c->e[slot];
+  const kf_key k = {W, H, fit};
+  return h3_content_cache_find(c, sha, entry_matches, &k);
 }
 
 /* ---- reading ---- */
@@ -108,12 +86,12 @@ static h3_status read_one(h3_kf_cache *c, const char *path, const char *option, 
   h3_status st = h3_image_file_bytes(path, NULL, &f->bytes, &f->n);
   if (st == H3_OK) st = h3_sha256_buffer(f->bytes, f->n, f->sha);
   if (st != H3_OK) return file_error(st, option);
-  for (int i = 0; i < c->n; i++) /* a content prepared before: its size is known */
-    if (!memcmp(c->e[i].sha, f->sha, 32)) {
-      f->w = c->e[i].src_w;
-      f->h = c->e[i].src_h;
-      return H3_OK;
-    }
+  const h3_kf_entry *known = h3_content_cache_find(c, f->sha, NULL, NULL);
+  if (known) { /* a content prepared before: its size is known */
+    f->w = known->src_w;
+    f->h = known->src_h;
+    return H3_OK;
+  }
   st = h3_image_size_buffer(f->bytes, f->n, path, NULL, &f->w, &f->h);
   return st == H3_OK ? H3_OK : file_error(st, option);
 }
@@ -258,11 +236,11 @@ h3_status h3_kf_set_prepare(h3_engine *e, h3_kf_set *s, const h3_resolved_reques
                             h3_profile *prof) {
   h3_kf_cache *c = &e->kf_cache;
   const int W = (int)rr->width, H = (int)rr->height;
-  s->stamp = ++c->clock;
+  s->stamp = h3_content_cache_tick(c);
   bool miss = false, vision = false;
   for (int i = 0; i < s->n; i++) {
     h3_kf_entry *k = cache_find(c, s->file[i].sha, W, H, h3_keyframe_fit_for_index(i));
-    if (k) k->used = s->stamp;
+    if (k) h3_content_cache_touch(c, k, s->stamp);
     s->entry[i] = k;
     miss |= !k;
     vision |= want_vision && (!k || !k->has_vision);
@@ -314,7 +292,7 @@ h3_status h3_kf_set_prepare(h3_engine *e, h3_kf_set *s, const h3_resolved_reques
   /* kept for the next clip (the files' bytes are not needed any more) */
   for (int i = 0; i < s->n; i++) {
     if (s->entry[i] == &s->own[i]) {
-      h3_kf_entry *k = cache_put(c, &s->own[i], s->stamp);
+      h3_kf_entry *k = h3_content_cache_put(c, &s->own[i], s->stamp);
       if (k) s->entry[i] = k;
     }
     free(s->file[i].bytes);

@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/content_cache.h"
 #include "h3/h3.h"
 #include "model/text_encoder.h"
 #include "model/vision_tower.h"
@@ -52,14 +53,10 @@ typedef struct h3_kf_entry {
   int n_levels;
   float *embeds;                         /* [tokens, dim] */
   float *deepstack[H3_VT_MAX_DEEPSTACK]; /* [tokens, dim] each */
-  uint64_t used;
 } h3_kf_entry;
 
-typedef struct h3_kf_cache {
-  h3_kf_entry *e; /* [cap], allocated once (entries do not move) */
-  int n, cap;
-  uint64_t clock;
-} h3_kf_cache;
+/* h3_kf_entry values keyed on (sha, W, H, fit) (engine/content_cache.h) */
+typedef h3_content_cache h3_kf_cache;
 
 void h3_kf_cache_init(h3_kf_cache *c, int cap);
 void h3_kf_cache_free(h3_kf_cache *c);

@@ -4,6 +4,7 @@
 #include "engine/refs.h"
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,10 @@ static void entry_free(h3_ref_entry *e) {
   memset(e, 0, sizeof *e);
 }
 
-static size_t entry_bytes(const h3_ref_entry *e) {
+static void entry_free_any(void *e) { entry_free(e); }
+
+static size_t entry_bytes(const void *p) {
+  const h3_ref_entry *e = p;
   size_t b = (size_t)e->W * (size_t)e->H * 3 * (e->image != NULL);
   b += (size_t)(e->C * e->lt * e->lh * e->lw) * sizeof(float);
   b += (size_t)(2 * e->audio_latents * e->audio_channels) * sizeof(float);
@@ -60,61 +64,40 @@ static size_t entry_bytes(const h3_ref_entry *e) {
 }
 
 void h3_ref_cache_init(h3_ref_cache *c, int cap) {
-  memset(c, 0, sizeof *c);
-  c->cap = cap > 0 ? cap : 0;
+  h3_content_cache_init(c, cap, sizeof(h3_ref_entry), offsetof(h3_ref_entry, sha), entry_free_any);
 }
 
-void h3_ref_cache_free(h3_ref_cache *c) {
-  for (int i = 0; i < c->n; i++) entry_free(&c->e[i]);
-  free(c->e);
-  const int cap = c->cap;
-  h3_ref_cache_init(c, cap);
-}
+void h3_ref_cache_free(h3_ref_cache *c) { h3_content_cache_free(c); }
 
-size_t h3_ref_cache_bytes(const h3_ref_cache *c) {
-  size_t b = 0;
-  for (int i = 0; i < c->n; i++) b += entry_bytes(&c->e[i]);
-  return b;
-}
+size_t h3_ref_cache_bytes(const h3_ref_cache *c) { return h3_content_cache_bytes(c, entry_bytes); }
 
-int h3_ref_cache_entries(const h3_ref_cache *c) { return c->n; }
+int h3_ref_cache_entries(const h3_ref_cache *c) { return h3_content_cache_entries(c); }
 
 /* What an item is prepared for: images do not depend on the request; audio is truncated to the generated length. */
 static int64_t item_frames(const h3_ref_item *it, const h3_resolved_request *rr) {
   return it->kind == H3_REF_IMAGE ? 0 : rr->num_frames;
 }
 
-static h3_ref_entry *cache_find(h3_ref_cache *c, const h3_ref_item *it, int64_t frames) {
-  for (int i = 0; i < c->n; i++) {
-    h3_ref_entry *e = &c->e[i];
-    if (e->kind == it->kind && e->frames == frames && e->with_audio == it->has_audio && !memcmp(e->sha, it->sha, 32) &&
-        !memcmp(e->sha2, it->sha2, 32))
-      return e;
-  }
-  return NULL;
+typedef struct ref_key {
+  const h3_ref_item *it;
+  int64_t frames;
+} ref_key;
+
+static bool entry_matches(const void *p, const void *key) {
+  const h3_ref_entry *e = p;
+  const ref_key *k = key;
+  return e->kind == k->it->kind && e->frames == k->frames && e->with_audio == k->it->has_audio &&
+         !memcmp(e->sha2, k->it->sha2, 32);
 }
 
-/* Move *ne into the cache (evicting the least recently used entry no job of stamp `stamp` holds);
- * returns its new place, or NULL when there is no room (ne is then untouched). */
-static h3_ref_entry *cache_put(h3_ref_cache *c, h3_ref_entry *ne, uint64_t stamp) {
-  if (c->cap <= 0) return NULL;
-  if (!c->e) {
-    c->e = calloc((size_t)c->cap, sizeof *c->e);
-    if (!c->e) return NULL;
-  }
-  int slot = -1;
-  if (c->n < c->cap) {
-    slot = c->n++;
-  } else {
-    for (int i = 0; i < c->n; i++)
-      if (c->e[i].used < stamp && (slot < 0 || c->e[i].used < c->e[slot].used)) slot = i;
-    if (slot < 0) return NULL;
-    entry_free(&c->e[slot]);
-  }
-  c->e[slot] = *ne;
-  c->e[slot].used = stamp;
-  memset(ne, 0, sizeof *ne);
-  return &c->e[slot];
+static bool entry_is_image(const void *p, const void *key) {
+  (void)key;
+  return ((const h3_ref_entry *)p)->kind == H3_REF_IMAGE;
+}
+
+static h3_ref_entry *cache_find(h3_ref_cache *c, const h3_ref_item *it, int64_t frames) {
+  const ref_key k = {it, frames};
+  return h3_content_cache_find(c, it->sha, entry_matches, &k);
 }
 
 /* ---- reading ---- */
@@ -188,11 +171,10 @@ static h3_status read_item(h3_ref_cache *c, h3_ref_item *it, int short_edge) {
     h3_status st = h3_image_file_bytes(it->path, NULL, &it->bytes, &it->n);
     if (st == H3_OK) st = h3_sha256_buffer(it->bytes, it->n, it->sha);
     if (st != H3_OK) return file_error(st, it->label);
-    bool known = false;
-    for (int i = 0; i < c->n && !known; i++)
-      if (c->e[i].kind == H3_REF_IMAGE && !memcmp(c->e[i].sha, it->sha, 32))
-        it->w = c->e[i].src_w, it->h = c->e[i].src_h, known = true;
-    if (!known && (st = h3_image_size_buffer(it->bytes, it->n, it->path, NULL, &it->w, &it->h)) != H3_OK)
+    const h3_ref_entry *seen = h3_content_cache_find(c, it->sha, entry_is_image, NULL);
+    if (seen) /* a content prepared before: its size is known */
+      it->w = seen->src_w, it->h = seen->src_h;
+    else if ((st = h3_image_size_buffer(it->bytes, it->n, it->path, NULL, &it->w, &it->h)) != H3_OK)
       return file_error(st, it->label);
     int W, H;
     st = image_ref_size(it->w, it->h, short_edge, &W, &H);
@@ -508,12 +490,12 @@ static h3_status prepare_videos(h3_engine *e, h3_ref_set *s, const h3_resolved_r
 h3_status h3_ref_set_prepare(h3_engine *e, h3_ref_set *s, const h3_resolved_request *rr, bool want_vision,
                              h3_profile *prof) {
   h3_ref_cache *c = &e->ref_cache;
-  s->stamp = ++c->clock;
+  s->stamp = h3_content_cache_tick(c);
   bool miss_img = false, miss_audio = false, miss_video = false, vision = false;
   for (int i = 0; i < s->n; i++) {
     h3_ref_item *it = &s->item[i];
     h3_ref_entry *k = cache_find(c, it, item_frames(it, rr));
-    if (k) k->used = s->stamp;
+    if (k) h3_content_cache_touch(c, k, s->stamp);
     it->entry = k;
     if (!k && it->kind == H3_REF_IMAGE) miss_img = true;
     if (!k && it->kind == H3_REF_AUDIO) miss_audio = true;
@@ -588,7 +570,7 @@ h3_status h3_ref_set_prepare(h3_engine *e, h3_ref_set *s, const h3_resolved_requ
   for (int i = 0; i < s->n; i++) {
     h3_ref_item *it = &s->item[i];
     if (it->entry == &it->own) {
-      h3_ref_entry *k = cache_put(c, &it->own, s->stamp);
+      h3_ref_entry *k = h3_content_cache_put(c, &it->own, s->stamp);
       if (k) it->entry = k;
     }
     free(it->bytes);

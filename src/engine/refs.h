@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/content_cache.h"
 #include "h3/h3.h"
 #include "model/text_encoder.h"
 #include "model/vision_tower.h"
@@ -73,14 +74,10 @@ typedef struct h3_ref_entry {
   float *deepstack[H3_VT_MAX_DEEPSTACK];
   int n_blocks;        /* video: timestamped blocks */
   double *timestamps;  /* video: [n_blocks] */
-  uint64_t used;
 } h3_ref_entry;
 
-typedef struct h3_ref_cache {
-  h3_ref_entry *e; /* [cap], allocated once (entries do not move) */
-  int n, cap;
-  uint64_t clock;
-} h3_ref_cache;
+/* h3_ref_entry values keyed on (sha, sha2, kind, frames, with_audio) (engine/content_cache.h) */
+typedef h3_content_cache h3_ref_cache;
 
 void h3_ref_cache_init(h3_ref_cache *c, int cap);
 void h3_ref_cache_free(h3_ref_cache *c);
