@@ -17,7 +17,6 @@
  * that NaN fails (!(d <= tol)). */
 #include <jansson.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,40 +190,15 @@ static void compare(const char *name, const fixture *f, const run_out *o) {
   CHECK_MSG(geo, "case %s: frames %lld x %lld x %lld, fixture %lld x %lld x %lld", name, (long long)r->num_frames,
             (long long)r->height, (long long)r->width, (long long)F, (long long)H, (long long)W);
   if (geo) {
-    const int64_t per = H * W * 3, K = f->t_sub_px.shape[0];
-    int64_t nonfinite = 0;
-    for (int64_t i = 0; i < F * per; i++) nonfinite += !isfinite(r->frames[i]);
-    CHECK_MSG(nonfinite == 0, "case %s: %lld frame values are NaN or infinite", name, (long long)nonfinite);
-    int64_t n = 0, over = 0, bad_idx = 0;
-    double maxd = 0, sumd = 0;
-    for (int64_t k = 0; k < K; k++) {
-      const int64_t fi = f->sub_idx[k];
-      if (fi < 0 || fi >= F) {
-        bad_idx++;
-        continue;
-      }
-      for (int64_t i = 0; i < per; i++) {
-        double d = fabs((double)r->frames[fi * per + i] - (double)f->sub_px[k * per + i] / 32767.0);
-        maxd = h3t_max_nan(maxd, d);
-        sumd += d;
-        over += !(d <= TOL_FRAME);
-        n++;
-      }
-    }
-    CHECK_MSG(bad_idx == 0, "case %s: %lld stored frame indexes out of range", name, (long long)bad_idx);
-    const double frac = n ? 1.0 - (double)over / (double)n : 0.0;
+    const int64_t K = f->t_sub_px.shape[0];
+    const h3t_frames_cmp fc = h3t_frames_vs_i16(r->frames, F, H * W * 3, f->sub_idx, f->sub_px, K, TOL_FRAME);
+    CHECK_MSG(fc.nonfinite == 0, "case %s: %lld frame values are NaN or infinite", name, (long long)fc.nonfinite);
+    CHECK_MSG(fc.bad_idx == 0, "case %s: %lld stored frame indexes out of range", name, (long long)fc.bad_idx);
     printf("case %s: frames (%lld stored, %lld values): max |d| %.3e mean |d| %.3e, within 1/255: %.5f%%\n", name,
-           (long long)K, (long long)n, maxd, n ? sumd / (double)n : 0.0, 100.0 * frac);
-    CHECK_MSG(n > 0 && frac >= TOL_FRAC, "case %s: only %.5f%% of frame values within 1/255", name, 100.0 * frac);
-    double maxm = 0;
-    int64_t worst = -1;
-    for (int64_t fi = 0; fi < F; fi++)
-      for (int c = 0; c < 3; c++) {
-        double acc = 0;
-        for (int64_t q = 0; q < H * W; q++) acc += r->frames[(fi * H * W + q) * 3 + c];
-        double d = fabs(acc / (double)(H * W) - (double)f->means[fi * 3 + c]);
-        if (!(d <= maxm)) worst = fi, maxm = h3t_max_nan(maxm, d);
-      }
+           (long long)K, (long long)fc.n, fc.maxd, fc.n ? fc.sumd / (double)fc.n : 0.0, 100.0 * h3t_frames_within(&fc));
+    h3t_check_frames_within(name, &fc, TOL_FRAC);
+    int64_t worst;
+    const double maxm = h3t_channel_means_maxd(r->frames, F, H * W, f->means, &worst);
     printf("case %s: per-frame channel means (%lld frames): max |d| %.3e (frame %lld)\n", name, (long long)F, maxm,
            (long long)worst);
     CHECK_MSG(maxm <= TOL_MEAN, "case %s: frame %lld channel mean off by %.3e", name, (long long)worst, maxm);
@@ -237,15 +211,7 @@ static void compare(const char *name, const fixture *f, const run_out *o) {
     printf("case %s: waveform (2 x %lld at %lld Hz) rel-L2 %.3e\n", name, (long long)L, (long long)r->sample_rate, rw);
     CHECK_MSG(rw <= TOL_AUDIO, "case %s: waveform rel-L2 %.3e", name, rw);
   }
-  const int64_t nl = h3_tensor_numel(&f->t_lat);
-  const bool lat = o->lat && h3_tensor_numel(&o->t_lat) == nl;
-  CHECK_MSG(lat, "case %s: latents %lld values, fixture %lld", name, (long long)h3_tensor_numel(&o->t_lat),
-            (long long)nl);
-  if (lat) {
-    double rl = h3t_rel_l2(o->lat, f->lat, (size_t)nl);
-    printf("case %s: final video latents rel-L2 %.3e\n", name, rl);
-    CHECK_MSG(rl <= TOL_LATENT, "case %s: video latents rel-L2 %.3e", name, rl);
-  }
+  h3t_check_video_latents(name, o->lat, h3_tensor_numel(&o->t_lat), f->lat, h3_tensor_numel(&f->t_lat), TOL_LATENT);
 }
 
 int main(void) {
@@ -308,11 +274,7 @@ int main(void) {
     run_out o = run_job(e, gold, tmp, "both_again", c);
     if (o.st == H3_OK) {
       CHECK_MSG(o.cached, "both, again: the keyframes were prepared again (not from the engine's cache)");
-      const size_t nf = (size_t)(both.clip.num_frames * both.clip.height * both.clip.width * 3);
-      const bool same = o.clip.frames && o.clip.num_frames == both.clip.num_frames &&
-                        !memcmp(o.clip.frames, both.clip.frames, nf * sizeof(float)) && o.clip.audio &&
-                        o.clip.audio_samples == both.clip.audio_samples &&
-                        !memcmp(o.clip.audio, both.clip.audio, (size_t)(2 * both.clip.audio_samples) * sizeof(float));
+      const int same = h3t_clip_same_outputs(&o.clip, &both.clip);
       CHECK_MSG(same, "both, again: other outputs than the first run");
       printf("case both again: keyframes cached %d, outputs bit-identical %d\n", o.cached, same);
     }

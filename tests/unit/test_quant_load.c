@@ -86,21 +86,7 @@ static void check_weights(const char *fmt, const h3_dit_weights *w, const char *
                 "%s %s: bound as %s", fmt, name, h3_dtype_name(t[j]->dtype));
       if (!e || t[j]->dtype != H3_DT_BF16 || h3_tensor_numel(t[j]) * 2 != (int64_t)(e->end - e->begin)) continue;
       layers++;
-      const uint16_t *got = t[j]->data, *want = h3_st_data(e);
-      const int64_t m = h3_tensor_numel(t[j]);
-      double amax = 0.0;
-      for (int64_t k = 0; k < m; k++) amax = fmax(amax, fabs((double)h3_bf16_to_f32(want[k])));
-      for (int64_t k = 0; k < m; k++, n++) {
-        if (got[k] == want[k]) {
-          exact++;
-          continue;
-        }
-        /* ConvRot: the reference sums g products in float32, the expectation in double; allowed: one bf16 ulp
-         * (adjacent bit patterns of one sign), or, where the sum cancels, a float32 accumulation error */
-        const int adj = ((got[k] ^ want[k]) & 0x8000) == 0 && abs((int)got[k] - (int)want[k]) == 1;
-        const double d = fabs((double)h3_bf16_to_f32(got[k]) - (double)h3_bf16_to_f32(want[k]));
-        if (!(rot && (adj || d <= amax * 0x1p-18))) off++;
-      }
+      h3t_bf16_vs_expect(t[j]->data, h3_st_data(e), h3_tensor_numel(t[j]), rot, &n, &exact, &off);
     }
   }
   printf("%-13s %zu layers, %lld weights: %lld bit-exact%s, %lld off\n", fmt, layers, (long long)n, (long long)exact,

@@ -5,7 +5,6 @@
  * weight equals the format's dequantization (bit-exact; ConvRot within a
  * float32-sum error), and the embedding, norms and vision tower are the
  * unquantized file's. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,19 +50,7 @@ static void check_format(const char *fmt, const char *tmp, const char *src, cons
         continue;
       }
       layers++;
-      const uint16_t *got = t[j]->data, *want = h3_st_data(e);
-      const int64_t m = h3_tensor_numel(t[j]);
-      double amax = 0.0;
-      for (int64_t k = 0; k < m; k++) amax = fmax(amax, fabs((double)h3_bf16_to_f32(want[k])));
-      for (int64_t k = 0; k < m; k++, n++) {
-        if (got[k] == want[k]) {
-          exact++;
-          continue;
-        }
-        const int adj = ((got[k] ^ want[k]) & 0x8000) == 0 && abs((int)got[k] - (int)want[k]) == 1;
-        const double d = fabs((double)h3_bf16_to_f32(got[k]) - (double)h3_bf16_to_f32(want[k]));
-        if (!(rot && (adj || d <= amax * 0x1p-18))) off++;
-      }
+      h3t_bf16_vs_expect(t[j]->data, h3_st_data(e), h3_tensor_numel(t[j]), rot, &n, &exact, &off);
     }
   }
   printf("text encoder %-13s %lld layers, %lld weights: %lld bit-exact, %lld off\n", fmt, (long long)layers,

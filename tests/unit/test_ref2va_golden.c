@@ -21,7 +21,6 @@
  * bit-identical.  Comparisons are written so that NaN fails (!(d <= tol)). */
 #include <jansson.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,30 +264,11 @@ static void compare(const char *name, h3_st_set *fs, const run_out *o) {
   CHECK_MSG(geo, "case %s: frames %lld x %lld x %lld, fixture %lld x %lld x %lld", name, (long long)r->num_frames,
             (long long)r->height, (long long)r->width, (long long)F, (long long)H, (long long)W);
   if (geo) {
-    const int64_t per = H * W * 3, K = t_px.shape[0];
-    int64_t n = 0, over = 0;
-    double maxd = 0;
-    for (int64_t k = 0; k < K; k++) {
-      const int64_t fi = sub_idx[k];
-      if (fi < 0 || fi >= F) continue;
-      for (int64_t i = 0; i < per; i++) {
-        double d = fabs((double)r->frames[fi * per + i] - (double)sub_px[k * per + i] / 32767.0);
-        maxd = h3t_max_nan(maxd, d);
-        over += !(d <= TOL_FRAME);
-        n++;
-      }
-    }
-    const double frac = n ? 1.0 - (double)over / (double)n : 0.0;
-    printf("case %s: frames (%lld values): max |d| %.3e, within 1/255: %.5f%%\n", name, (long long)n, maxd,
-           100.0 * frac);
-    CHECK_MSG(n > 0 && frac >= TOL_FRAC, "case %s: only %.5f%% of frame values within 1/255", name, 100.0 * frac);
-    double maxm = 0;
-    for (int64_t fi = 0; fi < F; fi++)
-      for (int c = 0; c < 3; c++) {
-        double acc = 0;
-        for (int64_t q = 0; q < H * W; q++) acc += r->frames[(fi * H * W + q) * 3 + c];
-        maxm = h3t_max_nan(maxm, fabs(acc / (double)(H * W) - (double)means[fi * 3 + c]));
-      }
+    const h3t_frames_cmp fc = h3t_frames_vs_i16(r->frames, F, H * W * 3, sub_idx, sub_px, t_px.shape[0], TOL_FRAME);
+    printf("case %s: frames (%lld values): max |d| %.3e, within 1/255: %.5f%%\n", name, (long long)fc.n, fc.maxd,
+           100.0 * h3t_frames_within(&fc));
+    h3t_check_frames_within(name, &fc, TOL_FRAC);
+    const double maxm = h3t_channel_means_maxd(r->frames, F, H * W, means, NULL);
     printf("case %s: per-frame channel means: max |d| %.3e\n", name, maxm);
     CHECK_MSG(maxm <= TOL_MEAN, "case %s: channel means off by %.3e", name, maxm);
   }
@@ -300,14 +280,7 @@ static void compare(const char *name, h3_st_set *fs, const run_out *o) {
     printf("case %s: waveform rel-L2 %.3e\n", name, rw);
     CHECK_MSG(rw <= TOL_AUDIO, "case %s: waveform rel-L2 %.3e", name, rw);
   }
-  const int64_t nl = h3_tensor_numel(&t_lat);
-  const bool lok = o->lat && h3_tensor_numel(&o->t_lat) == nl;
-  CHECK_MSG(lok, "case %s: latents %lld values, fixture %lld", name, (long long)h3_tensor_numel(&o->t_lat), (long long)nl);
-  if (lok) {
-    const double rl = h3t_rel_l2(o->lat, lat, (size_t)nl);
-    printf("case %s: final video latents rel-L2 %.3e\n", name, rl);
-    CHECK_MSG(rl <= TOL_LATENT, "case %s: video latents rel-L2 %.3e", name, rl);
-  }
+  h3t_check_video_latents(name, o->lat, h3_tensor_numel(&o->t_lat), lat, h3_tensor_numel(&t_lat), TOL_LATENT);
 done:
   free(req), free(sub_idx), free(sub_px), free(means), free(audio), free(lat);
 }
@@ -368,11 +341,7 @@ int main(void) {
     run_out o = run_job(e, root, gold, tmp, "two_images_again", first_case);
     if (o.st == H3_OK) {
       CHECK_MSG(o.cached, "two_images, again: the references were prepared again (not from the engine's cache)");
-      const size_t nf = (size_t)(first.clip.num_frames * first.clip.height * first.clip.width * 3);
-      const bool same = o.clip.frames && o.clip.num_frames == first.clip.num_frames &&
-                        !memcmp(o.clip.frames, first.clip.frames, nf * sizeof(float)) && o.clip.audio &&
-                        o.clip.audio_samples == first.clip.audio_samples &&
-                        !memcmp(o.clip.audio, first.clip.audio, (size_t)(2 * first.clip.audio_samples) * sizeof(float));
+      const int same = h3t_clip_same_outputs(&o.clip, &first.clip);
       CHECK_MSG(same, "two_images, again: other outputs than the first run");
       printf("case two_images again: references cached %d, outputs bit-identical %d\n", o.cached, same);
     }

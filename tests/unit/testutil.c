@@ -2,6 +2,8 @@
 #include "testutil.h"
 
 #include "backend/backend_select.h"
+#include "core/dtype.h"
+#include "h3/h3.h"
 
 #include <ftw.h>
 #include <jansson.h>
@@ -75,6 +77,82 @@ double h3t_rel_l2(const float *a, const float *b, size_t n) {
   }
   if (den == 0) return num == 0 ? 0 : INFINITY;
   return sqrt(num / den);
+}
+
+h3t_frames_cmp h3t_frames_vs_i16(const float *frames, int64_t F, int64_t per, const int64_t *sub_idx,
+                                 const int64_t *sub_px, int64_t K, double tol) {
+  h3t_frames_cmp c = {0};
+  for (int64_t i = 0; i < F * per; i++) c.nonfinite += !isfinite(frames[i]);
+  for (int64_t k = 0; k < K; k++) {
+    const int64_t fi = sub_idx[k];
+    if (fi < 0 || fi >= F) {
+      c.bad_idx++;
+      continue;
+    }
+    for (int64_t i = 0; i < per; i++) {
+      double d = fabs((double)frames[fi * per + i] - (double)sub_px[k * per + i] / 32767.0);
+      c.maxd = h3t_max_nan(c.maxd, d);
+      c.sumd += d;
+      c.over += !(d <= tol);
+      c.n++;
+    }
+  }
+  return c;
+}
+
+double h3t_frames_within(const h3t_frames_cmp *c) { return c->n ? 1.0 - (double)c->over / (double)c->n : 0.0; }
+
+void h3t_check_frames_within(const char *name, const h3t_frames_cmp *c, double min_frac) {
+  const double frac = h3t_frames_within(c);
+  CHECK_MSG(c->n > 0 && frac >= min_frac, "case %s: only %.5f%% of frame values within 1/255", name, 100.0 * frac);
+}
+
+double h3t_channel_means_maxd(const float *frames, int64_t F, int64_t hw, const float *means, int64_t *worst) {
+  double maxm = 0;
+  int64_t w = -1;
+  for (int64_t fi = 0; fi < F; fi++)
+    for (int c = 0; c < 3; c++) {
+      double acc = 0;
+      for (int64_t q = 0; q < hw; q++) acc += frames[(fi * hw + q) * 3 + c];
+      double d = fabs(acc / (double)hw - (double)means[fi * 3 + c]);
+      if (!(d <= maxm)) w = fi, maxm = h3t_max_nan(maxm, d);
+    }
+  if (worst) *worst = w;
+  return maxm;
+}
+
+void h3t_check_video_latents(const char *name, const float *got, int64_t ngot, const float *want, int64_t nwant,
+                             double tol) {
+  const int ok = got && ngot == nwant;
+  CHECK_MSG(ok, "case %s: latents %lld values, fixture %lld", name, (long long)ngot, (long long)nwant);
+  if (!ok) return;
+  const double rl = h3t_rel_l2(got, want, (size_t)nwant);
+  printf("case %s: final video latents rel-L2 %.3e\n", name, rl);
+  CHECK_MSG(rl <= tol, "case %s: video latents rel-L2 %.3e", name, rl);
+}
+
+int h3t_clip_same_outputs(const h3_clip *again, const h3_clip *first) {
+  const size_t nf = (size_t)(first->num_frames * first->height * first->width * 3);
+  return again->frames && again->num_frames == first->num_frames &&
+         !memcmp(again->frames, first->frames, nf * sizeof(float)) && again->audio &&
+         again->audio_samples == first->audio_samples &&
+         !memcmp(again->audio, first->audio, (size_t)(2 * first->audio_samples) * sizeof(float));
+}
+
+void h3t_bf16_vs_expect(const uint16_t *got, const uint16_t *want, int64_t m, int convrot, int64_t *n,
+                        int64_t *exact, int64_t *off) {
+  double amax = 0.0;
+  for (int64_t k = 0; k < m; k++) amax = fmax(amax, fabs((double)h3_bf16_to_f32(want[k])));
+  *n += m;
+  for (int64_t k = 0; k < m; k++) {
+    if (got[k] == want[k]) {
+      (*exact)++;
+      continue;
+    }
+    const int adj = ((got[k] ^ want[k]) & 0x8000) == 0 && abs((int)got[k] - (int)want[k]) == 1;
+    const double d = fabs((double)h3_bf16_to_f32(got[k]) - (double)h3_bf16_to_f32(want[k]));
+    if (!(convrot && (adj || d <= amax * 0x1p-18))) (*off)++;
+  }
 }
 
 void h3t_fill_random(float *x, size_t n, uint64_t seed) {

@@ -63,6 +63,44 @@ double h3t_rel_l2(const float *a, const float *b, size_t n);
 #define H3T_DIT_BF16_TOL 5.5e-3
 #define H3T_DIT_BF16_RATIO 0.85
 void h3t_dit_bf16_check(const char *what, double bv, double ba, double fv, double fa);
+/* Golden comparisons shared by the end-to-end tests (fl2va, ref2va) and the
+ * quantized-weight tests (quant_load, quant_te).  Every bound is written so
+ * that NaN fails (!(d <= tol)). */
+/* Decoded frames [F, per] (per = H * W * 3) against a fixture's stored subset:
+ * K frames, frame sub_idx[k] stored as sub_px[k * per ..] = round(x * 32767).
+ * n: the values compared; over: those with !(|d| <= tol); maxd (NaN kept) and
+ * sumd of |d|; bad_idx: stored indexes outside [0, F), skipped; nonfinite: NaN
+ * or infinite values among all F * per decoded ones. */
+typedef struct h3t_frames_cmp {
+  int64_t n, over, bad_idx, nonfinite;
+  double maxd, sumd;
+} h3t_frames_cmp;
+h3t_frames_cmp h3t_frames_vs_i16(const float *frames, int64_t F, int64_t per, const int64_t *sub_idx,
+                                 const int64_t *sub_px, int64_t K, double tol);
+/* The share of compared values within the bound: 1 - over / n (0 when none). */
+double h3t_frames_within(const h3t_frames_cmp *c);
+/* One check: values were compared and at least min_frac of them are within 1/255
+ * ("case NAME: only P% of frame values within 1/255"). */
+void h3t_check_frames_within(const char *name, const h3t_frames_cmp *c, double min_frac);
+/* Every frame's per-channel mean over its hw pixels against means[F, 3]: the
+ * largest |d| (NaN kept); *worst (when not NULL): its frame, -1 when all match. */
+double h3t_channel_means_maxd(const float *frames, int64_t F, int64_t hw, const float *means, int64_t *worst);
+/* A run's final video latents (got: ngot values, NULL when absent) against the
+ * fixture's (nwant): one check that the counts agree, then the rel-L2 printed
+ * ("case NAME: final video latents rel-L2 X") and checked against tol. */
+void h3t_check_video_latents(const char *name, const float *got, int64_t ngot, const float *want, int64_t nwant,
+                             double tol);
+/* A rerun's decoded clip against the first run's: frames (the first run's
+ * count of values) and waveform bit for bit, 1 when they are the same. */
+struct h3_clip;
+int h3t_clip_same_outputs(const struct h3_clip *again, const struct h3_clip *first);
+/* Bound BF16 weights got[m] against a dequantization expectation want[m]: adds
+ * m to *n, the bit-equal ones to *exact, and to *off those that differ beyond
+ * what is allowed: nothing, or with convrot (the reference sums in float32, the
+ * expectation in double) one bf16 ulp (adjacent bit patterns of one sign) or,
+ * where the sum cancels, amax * 2^-18 (amax: the largest |want|). */
+void h3t_bf16_vs_expect(const uint16_t *got, const uint16_t *want, int64_t m, int convrot, int64_t *n,
+                        int64_t *exact, int64_t *off);
 /* Deterministic uniform [-1, 1) floats. */
 void h3t_fill_random(float *x, size_t n, uint64_t seed);
 /* A fresh temporary directory under $TMPDIR (default /tmp), h3test.XXXXXX;
