@@ -66,6 +66,7 @@ void h3_cli_progress_cb(void *user, const h3_progress *pr) {
   }
   if (pr->end && pr->phase == H3_PHASE_RESOLVE && p->rep) {
     const h3_job_report *r = p->rep;
+    if (r->frames <= 0 || r->width <= 0) return; /* the request did not resolve: its error says why */
     fprintf(p->f, "h3: %lld frames (%.2f s) at %lldx%lld, %lld steps (%lld transformer forwards), seed %llu%s\n",
             (long long)r->frames, r->seconds, (long long)r->width, (long long)r->height, (long long)r->steps,
             (long long)r->forwards, (unsigned long long)r->seed, r->audio ? "" : ", no audio");
