@@ -9,6 +9,7 @@
 #include "engine/engine_internal.h"
 #include "engine/mem_check.h"
 #include "engine/request_params.h"
+#include "engine/vision_run.h"
 #include "io/file_hash.h"
 #include "media/audio_prep.h"
 #include "media/audio_read.h"
@@ -184,26 +185,17 @@ h3_status h3_ref_video_vision(h3_backend *be, h3_vision_tower *vt, const h3_vt_w
     st = h3_fail(H3_ERR_INVALID, "%s: The processor merged a reference video into %lld vision blocks, but MiniMax-H3 "
                  "labels %d of them.", path, (long long)grid[0], nb);
   if (st == H3_OK) {
-    int64_t lv[H3_VT_MAX_DEEPSTACK];
-    int mi[H3_VT_MAX_DEEPSTACK];
-    const int levels = h3_vt_deepstack_levels(&vw->cfg, lv, mi);
-    char what[200];
-    snprintf(what, sizeof what, "the vision tower's activations for a %dx%d reference video (%lld patches)", out->W,
-             out->H, (long long)rows);
-    st = h3_mem_check(be, h3_vt_arena_bytes(&vw->cfg, rows, levels), what);
+    char what[80];
+    snprintf(what, sizeof what, "a %dx%d reference video", out->W, out->H);
+    st = h3_vision_run(be, vt, vw, values, rows, grid, what, &vo);
   }
-  const int64_t (*g)[3] = (const int64_t(*)[3])grid;
-  if (st == H3_OK) st = h3_vt_forward(vt, values, rows, g, 1, NULL, &vo);
   free(values);
-  const int64_t m = vw->cfg.merge;
-  if (st == H3_OK && vo.tokens != grid[0] * grid[1] * grid[2] / (m * m))
-    st = h3_fail(H3_ERR_INTERNAL, "vision tower: %lld tokens for video grid (%lld, %lld, %lld)", (long long)vo.tokens,
-                 (long long)grid[0], (long long)grid[1], (long long)grid[2]);
   if (st == H3_OK) {
     out->timestamps = malloc((size_t)nb * sizeof *out->timestamps);
     out->labels = malloc((size_t)nb * sizeof *out->labels);
     if (!out->timestamps || !out->labels) st = h3_fail(H3_ERR_NOMEM, "video reference: timestamps");
   }
+  const int64_t m = vw->cfg.merge;
   if (st == H3_OK) {
     for (int b = 0; b < nb; b++) {
       out->timestamps[b] = ts[b];

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "engine/engine_internal.h"
 #include "engine/mem_check.h"
+#include "engine/vision_run.h"
 #include "engine/request_params.h"
 #include "io/file_hash.h"
 #include "media/audio_prep.h"
@@ -319,18 +320,10 @@ static h3_status image_vision(h3_engine *e, h3_vision_tower *vt, const h3_vt_wei
   h3_status st = rgb ? h3_vt_process_images(&vw->proc, 1, &rgb, &W, &H, &px)
                      : h3_fail(H3_ERR_INTERNAL, "image reference: no pixels left for the vision tower");
   if (st == H3_OK) {
-    int64_t lv[H3_VT_MAX_DEEPSTACK];
-    int mi[H3_VT_MAX_DEEPSTACK];
-    const int levels = h3_vt_deepstack_levels(&vw->cfg, lv, mi);
-    char what[160];
-    snprintf(what, sizeof what, "the vision tower's activations for a %dx%d image reference (%lld patches)", W, H,
-             (long long)px.rows);
-    st = h3_mem_check(e->be, h3_vt_arena_bytes(&vw->cfg, px.rows, levels), what);
+    char what[80];
+    snprintf(what, sizeof what, "a %dx%d image reference", W, H);
+    st = h3_vision_run(e->be, vt, vw, px.values, px.rows, px.grid[0], what, &vo);
   }
-  if (st == H3_OK) st = h3_vt_forward(vt, px.values, px.rows, (const int64_t(*)[3])px.grid, 1, NULL, &vo);
-  if (st == H3_OK && vo.tokens != h3_vt_grid_tokens(px.grid[0], vw->proc.merge))
-    st = h3_fail(H3_ERR_INTERNAL, "vision tower: %lld tokens for grid (%lld, %lld, %lld)", (long long)vo.tokens,
-                 (long long)px.grid[0][0], (long long)px.grid[0][1], (long long)px.grid[0][2]);
   if (st == H3_OK) {
     memcpy(k->grid, px.grid[0], sizeof k->grid);
     k->merge = vw->cfg.merge;
