@@ -67,8 +67,8 @@ fixtures() {
       vision_bf16) python3 tools/golden/make_vision_bf16_fixtures.py --work /tmp/fx_visbf16 --tar "$OUT/vision_bf16.tar" ;;
       lora) python3 tools/golden/make_lora_fixtures.py --work /tmp/fx_lora --tar "$OUT/lora.tar" ;;
       audio_encoder) python3 tools/golden/make_audio_encoder_fixtures.py /tmp/fx_aenc --tar "$OUT/audio_encoder.tar" ;;
-      refvideo) python3 tools/golden/make_refvideo_fixtures.py /tmp/fx_refvideo "$OUT/refvideo.tar" ;;
-      ref2va) python3 tools/golden/make_ref2va_fixtures.py /tmp/fx_ref2va "$OUT/ref2va.tar" ;;
+      refvideo) python3 tools/golden/make_refvideo_fixtures.py /tmp/fx_refvideo "$OUT/refvideo.tar" ${DECODED:+--decoded "$DECODED"} ;;
+      ref2va) python3 tools/golden/make_ref2va_fixtures.py /tmp/fx_ref2va "$OUT/ref2va.tar" ${DECODED:+--decoded "$DECODED"} ;;
       quant) python3 tools/golden/make_quant_fixtures.py --work /tmp/fx_quant --tar "$OUT/quant.tar" ;;
       *) echo "unknown fixture set $f"; false ;;
     esac >"$out/log.txt" 2>&1

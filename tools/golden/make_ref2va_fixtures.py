@@ -18,8 +18,10 @@ Components (everything as make_fl2va_fixtures.py has it, plus a Ref2VA partition
   these cases never read are NaN), OUTDIR/ref2va/text_encoder/model.safetensors.gz;
 * vae (with its encoder), audio_vae (with its encoder; encoder_rates [2, 2]: hop 4), tokenizer, processor,
   schedulers: the committed files make_fl2va_fixtures.py uses.
-* the pipeline config reference_image_short_edge is set to 128 (released: 2048; the C test writes the same value
-  into its snapshot's modular_model_index.json, which h3 reads), so the image references stay small.
+* the pipeline config reference_image_short_edge is set to 128 (released: 2048) and canvas_short_edge /
+  canvas_max_pixels to 64 / 64 x 96 (released: 768 / 768 x 1344; the generated canvas is given, so only video
+  references follow it); the C test writes the same values into its snapshot's modular_model_index.json, which h3
+  reads, so the references stay small.
 
 Media (written into OUTDIR/ref2va/, read back the way the C side reads the same files):
     A 144x90, B 100x84: formula images (PNG, load_image), as the fl2va fixtures;
@@ -88,14 +90,24 @@ except Exception:  # noqa: BLE001
     sys.exit(2)
 
 log, fail, FAILURES = fl.log, fl.fail, fl.FAILURES
+DECODED = None  # --decoded DIR: the reference's PyAV decode of the test videos, run elsewhere
+if "--decoded" in sys.argv:
+    _i = sys.argv.index("--decoded")
+    DECODED = os.path.abspath(sys.argv[_i + 1]) if _i + 1 < len(sys.argv) else ""
+    del sys.argv[_i : _i + 2]
 OUT = sys.argv[1] if len(sys.argv) > 1 else None
 TAR = sys.argv[2] if len(sys.argv) > 2 else None
 GEN, SNAPSHOT = fl.GEN, fl.SNAPSHOT
-VIDEO_FILE = os.path.join("tests", "data", "video", "sound.mp4")
+VIDEO_FILE = os.path.join("tests", "data", "video", "sound.mp4")  # 30 fps H.264 + 44.1 kHz mono AAC
+VIDEO_R30 = os.path.join("tests", "data", "video", "r30.mov")  # 30 fps PNG, no soundtrack
 
 NUM_FRAMES = 124
 HEIGHT, WIDTH = 64, 96
 REF_SHORT_EDGE = 128
+# the canvas rule a video reference is put on (ConfigSpecs canvas_short_edge / canvas_max_pixels; released 768 and
+# 768 x 1344, which would put the 32x32 test videos on 768x768 canvases: 35 MB of fixtures); the generated canvas is
+# given explicitly (96x64), so only the references follow it
+CANVAS_SHORT_EDGE, CANVAS_MAX_PIXELS = 64, 64 * 96
 PROMPTS = {
     "pair": "The girl from the first picture walks into the room of the second one.",
     "voice": "A fox barks twice in the snow, in the voice of the clip.",
@@ -107,10 +119,16 @@ CASES = [
     ("two_images", [("image", "A"), ("image", "B")], "pair", 1234, 3, ()),
     ("image_audio", [("image", "A"), ("audio", "clip32k.wav")], "voice", 7, 3, ()),
     ("mono44k", [("image", "B"), ("audio", "clip44k.wav")], "voice", 42, 3, ("torchaudio",)),
-    ("video_sound", [("image", "A"), ("video", VIDEO_FILE)], "pair", 5, 3, ("av", "torchaudio", "video_file")),
+    ("video_sound", [("image", "A"), ("video", VIDEO_FILE)], "pair", 5, 3, ("video_decode", "torchaudio")),
+    ("image_video_audio", [("image", "B"), ("video", VIDEO_FILE), ("audio", "clip32k.wav")], "voice", 21, 3,
+     ("video_decode", "torchaudio")),
+    ("silent_video_audio", [("silent_video", VIDEO_FILE), ("audio", "clip44k.wav")], "voice", 33, 3,
+     ("video_decode", "torchaudio")),
+    ("video30", [("silent_video", VIDEO_R30)], "pair", 77, 3, ("video_decode",)),
 ]
 FRAME_SUBSET = [0, 30, 61, 123]
-BUDGET = 6_000_000  # bytes; the two audio cases (2814 audio rows each) take 1.1 MB apiece, the perturbed transformer_ref 1.6 MB
+LARGE_ROWS = 4096  # audio condition blocks and first-step row tensors longer than this keep their first rows only
+BUDGET = 11_000_000  # bytes; a case with audio rows takes 1.1-1.6 MB, the perturbed transformer_ref 1.6 MB
 TR_SEED = 20261203
 
 
@@ -221,7 +239,24 @@ def make_reference(kind, name, media, out_dir):
     if kind == "audio":
         audio, rate = read_wav(os.path.join(out_dir, name))
         return MiniMaxH3AudioReference(audio=audio, sample_rate=rate)
-    return MiniMaxH3VideoReference.from_file(name)
+    # a video: from_file, or, with --decoded, the reference's own PyAV decode of the file made elsewhere
+    # (decode_reference_media.py) built into the object from_file returns; a silent video drops its soundtrack
+    if DECODED is None:
+        ref = MiniMaxH3VideoReference.from_file(name)
+    else:
+        with open(os.path.join(DECODED, "manifest.json")) as f:
+            entry = json.load(f)["files"].get(name)
+        if entry is None or "npz" not in entry:
+            raise ValueError(f"--decoded has no decode of {name}")
+        if entry["sha256"] != fl.sha256(name):
+            raise ValueError(f"--decoded: {name} changed since it was decoded (SHA-256 differs)")
+        z = np.load(os.path.join(DECODED, entry["npz"]))
+        ref = MiniMaxH3VideoReference(frames=z["frames"], fps=float(z["fps"]),
+                                      audio=torch.from_numpy(z["audio"]) if "audio" in z else None,
+                                      sample_rate=int(z["sample_rate"]) if "sample_rate" in z else None)
+    if kind == "silent_video":
+        ref = MiniMaxH3VideoReference(frames=ref.frames, fps=ref.fps)
+    return ref
 
 
 def main():
@@ -240,7 +275,18 @@ def main():
     shutil.rmtree(out_dir, ignore_errors=True)
     os.makedirs(out_dir)
     tmp = tempfile.mkdtemp(prefix="h3ref2va")
-    avail = {"torchaudio": have("torchaudio"), "av": have("av"), "video_file": os.path.isfile(VIDEO_FILE)}
+    if DECODED == "" or (DECODED and not os.path.isfile(os.path.join(DECODED, "manifest.json"))):
+        log("FATAL: --decoded DIR needs the folder decode_reference_media.py wrote (DIR/manifest.json)")
+        return 2
+    avail = {"torchaudio": have("torchaudio"),
+             "video_decode": (have("av") or DECODED is not None) and os.path.isfile(VIDEO_FILE)}
+    if DECODED is not None:
+        with open(os.path.join(DECODED, "manifest.json")) as f:
+            dm = json.load(f)
+        decode = {"by": "references.py's _decode_video_file run by " + dm["producer"], "versions": dm["versions"],
+                  "rotation": dm["rotation"], "references_py_sha256": dm["references_py_sha256"]}
+    else:
+        decode = {"by": "MiniMaxH3VideoReference.from_file (PyAV) in this run"}
     meta = {
         "producer": "tools/golden/make_ref2va_fixtures.py",
         "diffusers": getattr(diffusers, "__version__", "?"),
@@ -251,10 +297,13 @@ def main():
         "pillow": getattr(__import__("PIL"), "__version__", "?"),
         "python": platform.python_version(),
         "available": avail,
+        "video_decode": decode,
         "dtype": "float32 on CPU (text encoder stored bf16, reloaded f32)",
         "canvas": [WIDTH, HEIGHT],
         "num_frames": NUM_FRAMES,
         "reference_image_short_edge": REF_SHORT_EDGE,
+        "canvas_short_edge": CANVAS_SHORT_EDGE,
+        "canvas_max_pixels": CANVAS_MAX_PIXELS,
         "frame_subset": FRAME_SUBSET,
         "frames_i16_scale": 32767,
         "images": {k: list(v) for k, v in IMAGES.items()},
@@ -304,10 +353,14 @@ def main():
         image_processor=VaeImageProcessor(vae_scale_factor=16),
     )
     try:
-        pipe.register_to_config(reference_image_short_edge=REF_SHORT_EDGE)
+        pipe.register_to_config(reference_image_short_edge=REF_SHORT_EDGE, canvas_short_edge=CANVAS_SHORT_EDGE,
+                                canvas_max_pixels=CANVAS_MAX_PIXELS)
     except Exception as e:  # noqa: BLE001
         traceback.print_exc()
         fail(f"register_to_config(reference_image_short_edge) raised {e!r}")
+    for k, v in (("canvas_short_edge", CANVAS_SHORT_EDGE), ("canvas_max_pixels", CANVAS_MAX_PIXELS)):
+        if getattr(pipe.config, k, None) != v:
+            fail(f"pipe.config.{k} is {getattr(pipe.config, k, None)}")
     if getattr(pipe.config, "reference_image_short_edge", None) != REF_SHORT_EDGE:
         fail(f"pipe.config.reference_image_short_edge is {getattr(pipe.config, 'reference_image_short_edge', None)}")
     log("pipeline:", type(pipe).__name__, "| text_encoder_layer", pipe.text_encoder_layer)
@@ -367,7 +420,7 @@ def main():
         if not (np.isfinite(frames).all() and torch.isfinite(wav).all() and torch.isfinite(lat).all()):
             fail(f"case {name}: non-finite outputs")
         # draws: one per image / video reference (request order), then video, then audio
-        nv = sum(1 for k, _ in refs if k in ("image", "video"))
+        nv = sum(1 for k, _ in refs if k in ("image", "video", "silent_video"))
         if len(draws) != nv + 2:
             fail(f"case {name}: {len(draws)} noise draws for {nv} visual references (want {nv + 2})")
         g2 = torch.Generator("cpu").manual_seed(seed)
@@ -398,8 +451,16 @@ def main():
                     fail(f"case {name}: {len(ids.calls[0])} ids for {pe.shape[0]} embed rows")
         for i, c in enumerate(outs.get("condition_latents") or []):
             tensors[f"condition_latents.{i}"] = c.detach().float().cpu().contiguous()
-        for i, r in enumerate(outs.get("audio_condition_latents") or []):
-            tensors[f"audio_condition_rows.{i}"] = r.detach().float().cpu().contiguous()
+        # the audio condition blocks: their row counts always; their rows where small (a video's soundtrack through
+        # the tiny audio VAE's hop 4 is ~16k rows, 2 MB: its first LARGE_ROWS rows only)
+        acl = list(outs.get("audio_condition_latents") or [])
+        tensors["audio_condition_row_counts"] = torch.tensor([int(r.shape[-2] if r.ndim >= 2 else r.shape[0])
+                                                              for r in acl], dtype=torch.int64)
+        for i, r in enumerate(acl):
+            r = r.detach().float().cpu()
+            if r.ndim == 3:
+                r = r[0]
+            tensors[f"audio_condition_rows.{i}"] = (r if r.shape[0] <= LARGE_ROWS else r[:LARGE_ROWS]).contiguous()
         na = sum(1 for k, _ in refs if k == "audio") + sum(1 for r in references if r.kind == "video" and r.has_audio)
         if len(outs.get("audio_condition_latents") or []) != na:
             fail(f"case {name}: {len(outs.get('audio_condition_latents') or [])} audio condition blocks, want {na}")
@@ -416,10 +477,12 @@ def main():
                 if v.ndim >= 1 and v.shape[0] == 1 and k in ("hidden_states", "audio_hidden_states", "position_ids",
                                                               "token_tags", "timestep_indices"):
                     v = v[0]
+                if k in ("hidden_states", "audio_hidden_states") and v.shape[0] > LARGE_ROWS:
+                    v = v[:LARGE_ROWS]  # the first rows (a long soundtrack's are many: see audio_condition_rows)
                 tensors[f"step1.{k}"] = (v.float() if v.is_floating_point() else v.to(torch.int64)).contiguous()
         path = os.path.join(out_dir, f"case_{name}.safetensors")
-        desc = dict(name=name, references=[{"type": k, "path": (f"image_{f}.png" if k == "image" else f)}
-                                           for k, f in refs],
+        desc = dict(name=name, references=[{"type": k, "path": (f"image_{f}.png" if k == "image" else f),
+                                            "has_audio": bool(r.has_audio)} for (k, f), r in zip(refs, references)],
                     prompt=PROMPTS[pk], seed=seed, steps=steps, height=HEIGHT, width=WIDTH, num_frames=NUM_FRAMES)
         save_file({k: v.contiguous().clone() for k, v in tensors.items()}, path, metadata={"case": json.dumps(desc)})
         info = dict(desc, noise_draws=[list(d.shape) for d in draws], seconds=round(dt, 2), bytes=os.path.getsize(path),

@@ -4,7 +4,11 @@
 Runs where PyTorch, transformers (+ torchvision), PyAV, torchaudio, numpy and Pillow are installed, with the diffusers
 sources on the path (the GPU machine; CPU work only, float32). From the repository root:
 
-    PYTHONPATH=$PWD/.ref/dmin/src python3 tools/golden/make_refvideo_fixtures.py OUTDIR [TAR]
+    PYTHONPATH=$PWD/.ref/dmin/src python3 tools/golden/make_refvideo_fixtures.py OUTDIR [TAR] [--decoded DIR]
+
+Without PyAV there (the GPU machine has none), --decoded DIR takes the reference's own PyAV decode of the test
+videos, made on a machine that has PyAV by tools/golden/decode_reference_media.py; the reference object is then
+built from it as from_file builds it (cases.json "decode" says which way it went).
 
 Inputs (all committed, nothing downloaded):
 * the videos of tests/data/video/ (made by tests/tools/make_test_videos.sh): r30.mov, r25.mov, r60.mov, r23976.mov
@@ -22,8 +26,8 @@ Per case (the reference functions are called, never re-implemented):
    planar float at its own rate): fps, the frames (uint8 [T, H, W, 3], stored whole: they are small), the soundtrack
    (f32 [C, S]) and its rate;
 2. normalise: MiniMaxH3Ref2VASetupStep._normalize_video_condition(frames, fps, F, 32, 768, 768 * 1344, 24.0): per
-   frame the CRC-32 of its bytes, the channel means (float64) and "probe rows" (rows 0, 1, H/2, H-1: uint8
-   [n, 4, W, 3]); _normalize_audio_condition(audio, rate, 32000, F / 24) for a soundtrack: f32 [2, S'];
+   frame the CRC-32 of its bytes, the channel means (float64) and, for the H.264 case (the one compared by value,
+   not by CRC), "probe rows" (rows 0, 1, H/2, H-1: uint8 [n, 4, W, 3]); _normalize_audio_condition(audio, rate, 32000, F / 24) for a soundtrack: f32 [2, S'];
 3. Qwen: MiniMaxH3Ref2VATextEncoderStep._sample_video_condition_frames(frames, 24.0, 2.0, 2) (indices are
    recovered by matching the sampled arrays to the frames), then Qwen3VLVideoProcessor (the release's config)
    called as encoders.py calls it: video_processor(videos=[np.stack(sampled)], do_sample_frames=False,
@@ -83,12 +87,23 @@ except Exception:
     log("FATAL: numpy, torch, safetensors and transformers are required")
     sys.exit(1)
 
-try:
-    import av  # noqa: F401  (PyAV: references.py decodes with it)
-except Exception:
-    traceback.print_exc()
-    log("FATAL: PyAV (`pip install av`) is required: MiniMaxH3VideoReference.from_file decodes with it")
-    sys.exit(1)
+DECODED = None  # --decoded DIR: the reference's PyAV decode, run elsewhere (decode_reference_media.py)
+if "--decoded" in sys.argv:
+    i = sys.argv.index("--decoded")
+    DECODED = os.path.abspath(sys.argv[i + 1]) if i + 1 < len(sys.argv) else None
+    del sys.argv[i : i + 2]
+    if not DECODED or not os.path.isfile(os.path.join(DECODED, "manifest.json")):
+        log("FATAL: --decoded DIR needs the folder decode_reference_media.py wrote (DIR/manifest.json)")
+        sys.exit(2)
+    av = None
+else:
+    try:
+        import av  # (PyAV: references.py decodes with it)
+    except Exception:
+        traceback.print_exc()
+        log("FATAL: PyAV (`pip install av`) is required: MiniMaxH3VideoReference.from_file decodes with it "
+            "(or pass --decoded DIR, made by tools/golden/decode_reference_media.py where PyAV is)")
+        sys.exit(1)
 
 try:
     import diffusers
@@ -135,6 +150,33 @@ def sha256(path):
 
 def crc(a):
     return zlib.crc32(np.ascontiguousarray(a).tobytes()) & 0xFFFFFFFF
+
+
+def video_reference(path):
+    """MiniMaxH3VideoReference.from_file(path), or, with --decoded, the same reference built from the reference's
+    own decode of the file run elsewhere (what from_file returns: cls(frames=, fps=, audio=, sample_rate=))."""
+    if DECODED is None:
+        return MiniMaxH3VideoReference.from_file(path)
+    rel = os.path.relpath(path, ROOT)
+    with open(os.path.join(DECODED, "manifest.json")) as f:
+        entry = json.load(f)["files"].get(rel)
+    if entry is None or "npz" not in entry:
+        raise ValueError(f"--decoded has no decode of {rel}")
+    if entry["sha256"] != sha256(path):
+        raise ValueError(f"--decoded: {rel} changed since it was decoded (SHA-256 differs)")
+    z = np.load(os.path.join(DECODED, entry["npz"]))
+    audio = torch.from_numpy(z["audio"]) if "audio" in z else None
+    rate = int(z["sample_rate"]) if "sample_rate" in z else None
+    return MiniMaxH3VideoReference(frames=z["frames"], fps=float(z["fps"]), audio=audio, sample_rate=rate)
+
+
+def decode_provenance():
+    if DECODED is None:
+        return {"by": "MiniMaxH3VideoReference.from_file (PyAV) in this run"}
+    with open(os.path.join(DECODED, "manifest.json")) as f:
+        m = json.load(f)
+    return {"by": "references.py's _decode_video_file run by " + m["producer"], "versions": m["versions"],
+            "rotation": m["rotation"], "references_py_sha256": m["references_py_sha256"]}
 
 
 def load_tower():
@@ -209,11 +251,12 @@ def main():
             "torch": torch.__version__,
             "transformers": transformers.__version__,
             "diffusers": getattr(diffusers, "__version__", "?"),
-            "av": getattr(av, "__version__", "?"),
+            "av": getattr(av, "__version__", "not here (--decoded)"),
             "ffmpeg_in_av": str(getattr(av, "library_versions", {}).get("libavcodec", "?")),
             "numpy": np.__version__,
         },
         "inputs": {},
+        "decode": decode_provenance(),
         "cases": {},
         "checks": {},
     }
@@ -231,7 +274,7 @@ def main():
         t = {}
         c = {"file": fname, "F": F}
         try:
-            ref = MiniMaxH3VideoReference.from_file(os.path.join(VIDEOS, fname))
+            ref = video_reference(os.path.join(VIDEOS, fname))
             frames = np.asarray(ref.frames)
             if frames.dtype != np.uint8 or frames.ndim != 4 or frames.shape[3] != 3:
                 fail(f"{name}: from_file gave {frames.dtype} {frames.shape}")
@@ -266,7 +309,8 @@ def main():
             t["norm_means"] = torch.from_numpy(norm.reshape(n, -1, 3).astype(np.float64).mean(axis=1))
             rows = [0, 1, H // 2, H - 1]
             c["probe_rows"] = rows
-            t["norm_probe"] = torch.from_numpy(np.ascontiguousarray(norm[:, rows]))
+            if name == "sound":  # the one decode with a colour conversion: compared by value, the rest by CRC-32
+                t["norm_probe"] = torch.from_numpy(np.ascontiguousarray(norm[:, rows]))
             log(f"  normalised {norm.shape}")
 
             if n >= 13:
