@@ -139,6 +139,14 @@ static h3_status resolve(job *j) {
     H3_TRY(st);
     h3_kf_set_dims(&j->kf, &kd);
   }
+  if (!j->e->toy && (p->width <= 0 || p->height <= 0)) { /* a canvas resolved without --size */
+    int64_t se, mp;
+    if (h3_pipeline_canvas_rule(j->e->model_dir, false, &se, &mp))
+      return h3_fail(H3_ERR_UNSUPPORTED,
+                     "%s/modular_model_index.json: canvas_short_edge %lld / canvas_max_pixels %lld differ from the "
+                     "release's 768 / 768 x 1344, and h3 resolves a canvas without --size by the release's rule only: "
+                     "give --size", j->e->model_dir, (long long)se, (long long)mp);
+  }
   if (ref2va) H3_TRY(h3_params_to_request_refs(p, j->e->toy, j->refs.req, j->refs.n, &j->req, &j->rr));
   else H3_TRY(h3_params_to_request_ex(p, j->e->toy, &kd, &j->req, &j->rr));
   j->seed = p->has_seed ? p->seed : h3_random_seed();

@@ -153,6 +153,30 @@ int h3_ref_image_short_edge(const char *model_dir, bool toy) {
   return v;
 }
 
+/* The canvas rule of the pipeline config: canvas_short_edge / canvas_max_pixels (ConfigSpecs of the setup
+ * steps, 768 and 768 x 1344 released) where the snapshot's modular_model_index.json sets them; the toy's own. */
+bool h3_pipeline_canvas_rule(const char *model_dir, bool toy, int64_t *short_edge, int64_t *max_pixels) {
+  *short_edge = toy ? H3_TOY_CANVAS_SHORT_EDGE : H3_CANVAS_SHORT_EDGE;
+  *max_pixels = toy ? H3_TOY_CANVAS_MAX_PIXELS : H3_CANVAS_MAX_PIXELS;
+  if (toy) return false;
+  char path[4200];
+  snprintf(path, sizeof path, "%s/modular_model_index.json", model_dir ? model_dir : ".");
+  json_error_t err;
+  json_t *j = json_load_file(path, 0, &err);
+  const json_t *se = j ? json_object_get(j, "canvas_short_edge") : NULL, *mp = j ? json_object_get(j, "canvas_max_pixels") : NULL;
+  if (json_is_integer(se) && json_integer_value(se) >= H3_CANVAS_MULTIPLE && json_integer_value(se) <= 16384)
+    *short_edge = json_integer_value(se);
+  if (json_is_integer(mp) && json_integer_value(mp) >= H3_CANVAS_MULTIPLE * H3_CANVAS_MULTIPLE &&
+      json_integer_value(mp) <= (int64_t)16384 * 16384)
+    *max_pixels = json_integer_value(mp);
+  json_decref(j);
+  const bool other = *short_edge != H3_CANVAS_SHORT_EDGE || *max_pixels != H3_CANVAS_MAX_PIXELS;
+  if (other)
+    H3_LOGI("%s: canvas_short_edge %lld, canvas_max_pixels %lld (the release's: 768, 768 x 1344)", path,
+            (long long)*short_edge, (long long)*max_pixels);
+  return other;
+}
+
 /* The image reference's size on the model's side: the reference's short-edge rule. */
 static h3_status image_ref_size(int w, int h, int short_edge, int *W, int *H) {
   int64_t tw = 0, th = 0;
@@ -422,6 +446,8 @@ static h3_status prepare_videos(h3_engine *e, h3_ref_set *s, const h3_resolved_r
     o.keep_audio = it->has_audio && !it->audio_path;
     o.target_frames = rr->num_frames;
     o.want_vision = true; /* kept with the entry even for a --text-states job: a cached video has its tokens */
+    if (!e->toy) /* the pipeline config's canvas rule (the toy's is set by h3_ref_video_encode_ex) */
+      (void)h3_pipeline_canvas_rule(e->model_dir, false, &o.canvas_short_edge, &o.canvas_max_pixels);
     (void)want_vision;
     h3_ref_video_out v;
     h3_status st = h3_ref_video_encode_ex(e, it->path, &o, prof, &v);
