@@ -25,7 +25,8 @@ ffmpeg):
 
 DIFFUSERS_SRC is a diffusers `src` folder (.ref/diffusers/src).  OUTDIR/decoded/ gets one <file>.npz per input
 (frames uint8 [T, H, W, 3], fps float64, and audio float32 [C, S] + sample_rate when there is a soundtrack;
-audio files: audio + sample_rate) and manifest.json (versions, the inputs' and references.py's SHA-256, per file
+audio files: audio + sample_rate, and for one with a video stream also <file>.asvideo.npz, its soundtrack as
+_decode_video_file reads it) and manifest.json (versions, the inputs' and references.py's SHA-256, per file
 what was decoded).  Inputs: every file of tests/data/video/ (no_frames.avi must fail as the reference fails:
 recorded) and of tests/data/audio/ (as audio: video_silent.mp4 must fail too).  make_refvideo_fixtures.py and make_ref2va_fixtures.py take the folder with
 --decoded OUTDIR/decoded.
@@ -167,6 +168,14 @@ def main():
                 else:
                     audio, rate = ref["_decode_audio_file"](path)
                     frames, fps = None, None
+                    with av.open(path) as c:
+                        has_video = bool(c.streams.video)
+                    if has_video:  # a video's soundtrack as the video reference reads it: after the frames, a seek
+                        _, _, va, vr = ref["_decode_video_file"](path)
+                        np.savez_compressed(os.path.join(out, name + ".asvideo.npz"),
+                                            audio=va.numpy().astype(np.float32), sample_rate=np.int64(vr))
+                        entry["as_video"] = {"npz": name + ".asvideo.npz", "audio": list(va.shape),
+                                             "sample_rate": int(vr)}
                 arrays = {}
                 if frames is not None:
                     arrays["frames"] = np.ascontiguousarray(frames)

@@ -56,6 +56,7 @@ os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 import argparse
 import ast
 import functools
+import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -579,6 +580,13 @@ MEDIA = [  # (file in tests/data/audio, num_frames, video soundtrack pass); smal
     ("stereo_32k_s16.wav", 3, False),   # already at 32 kHz: no resampling (the one file that needs no torchaudio)
     ("stereo_44k.mp3", 3, False),       # lossy: the decoder's delay / padding handling as PyAV leaves it
     ("video_aac.mp4", 3, True),         # a video's soundtrack (the seek after the frames)
+    ("stereo_44k.flac", 3, False),      # FLAC
+    ("mono_48k_24.flac", 5, False),     # 24-bit FLAC, mono, 48 kHz
+    ("stereo_44k.aac", 3, False),       # raw ADTS AAC
+    ("stereo_44k.m4a", 3, False),       # AAC in MP4
+    ("stereo_48k.opus", 3, False),      # Opus (48 kHz)
+    ("mono_44k.ogg", 3, False),         # Vorbis
+    ("video_opus.webm", 3, True),       # a WebM video's Opus soundtrack
 ]
 
 
@@ -593,8 +601,44 @@ def get_normalize():
     return fn, "diffusers source, compiled"
 
 
+def decoded_dump_decoders(folder):
+    """--decoded DIR: the reference's own decode of the test media, run where PyAV is (decode_reference_media.py):
+    (decode_audio_file, decode_video_file, how) that return what the reference's functions returned there."""
+    import numpy as np
+
+    with open(os.path.join(folder, "manifest.json")) as f:
+        man = json.load(f)
+
+    def entry(path):
+        e = man["files"].get(os.path.relpath(path, ROOT))
+        if e is None or "npz" not in e:
+            raise ValueError(f"--decoded has no decode of {path}")
+        if e["sha256"] != hashlib.sha256(open(path, "rb").read()).hexdigest():
+            raise ValueError(f"--decoded: {path} changed since it was decoded")
+        return e
+
+    def dec_audio(path):
+        z = np.load(os.path.join(folder, entry(path)["npz"]))
+        return torch.from_numpy(z["audio"]), int(z["sample_rate"])
+
+    def dec_video(path):
+        e = entry(path)
+        if "as_video" not in e:
+            raise ValueError(f"--decoded has no video-reference decode of {path}")
+        z = np.load(os.path.join(folder, e["as_video"]["npz"]))
+        return None, None, torch.from_numpy(z["audio"]), int(z["sample_rate"])
+
+    v = man["versions"]
+    return dec_audio, dec_video, f"diffusers references.py run by {man['producer']} (PyAV {v['av']}, FFmpeg libavcodec {v['ffmpeg'].get('libavcodec')})"
+
+
+DECODED = None  # main(): --decoded DIR
+
+
 def get_decoders():
     """(decode_audio_file, decode_video_file, how) from the reference, or (None, None, why)."""
+    if DECODED:
+        return decoded_dump_decoders(DECODED)
     try:
         import av  # noqa: F401
     except Exception as e:  # noqa: BLE001
@@ -733,7 +777,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("outdir", help="folder to write audio_encoder/ into")
     ap.add_argument("--tar", help="also pack audio_encoder/ into this tar")
+    ap.add_argument("--decoded", help="the reference's PyAV decode of tests/data/audio made elsewhere "
+                    "(tools/golden/decode_reference_media.py), where this machine has no PyAV")
     args = ap.parse_args()
+    global DECODED
+    DECODED = os.path.abspath(args.decoded) if args.decoded else None
     out_root = os.path.join(args.outdir, "audio_encoder")
     os.makedirs(out_root, exist_ok=True)
     log(f"torch {torch.__version__}; writing {out_root}")
