@@ -43,6 +43,8 @@
 #define TOL_LATENT 1e-3
 #define SHORT_EDGE 128 /* make_ref2va_fixtures.py REF_SHORT_EDGE */
 
+static int64_t g_canvas_short_edge = 768, g_canvas_max_pixels = 768 * 1344; /* cases.json's, else the release's */
+
 static int link_into(const char *src, const char *dst) {
   char abs[PATH_MAX];
   if (!realpath(src, abs)) return perror(src), -1;
@@ -71,7 +73,11 @@ static int make_snapshot(const char *root, const char *gold, const char *snap) {
   snprintf(b, sizeof b, "%s/modular_model_index.json", snap);
   FILE *f = fopen(b, "w");
   if (!f) return perror(b), -1;
-  fprintf(f, "{\"_class_name\": \"MiniMaxH3ModularPipeline\", \"reference_image_short_edge\": %d}\n", SHORT_EDGE);
+  /* the fixtures' pipeline config (cases.json; fixtures before the canvas rule was set: the release's) */
+  fprintf(f,
+          "{\"_class_name\": \"MiniMaxH3ModularPipeline\", \"reference_image_short_edge\": %d, "
+          "\"canvas_short_edge\": %lld, \"canvas_max_pixels\": %lld}\n",
+          SHORT_EDGE, (long long)g_canvas_short_edge, (long long)g_canvas_max_pixels);
   fclose(f);
   snprintf(a, sizeof a, "%s/text_encoder", gold);
   snprintf(b, sizeof b, "%s/text_encoder", snap);
@@ -99,10 +105,16 @@ static void check_layout(const char *name, h3_st_set *s, json_t *refs) {
   h3_layout_ref lr[16];
   memset(lr, 0, sizeof lr);
   int vis = 0, aud = 0;
+  int64_t *counts = NULL; /* audio_condition_row_counts: every audio block's row count (newer fixtures) */
+  h3_tensor tcounts;
+  if (h3_st_set_find(s, "audio_condition_row_counts") &&
+      h3_st_read_i64(s, "audio_condition_row_counts", &counts, &tcounts) != H3_OK)
+    counts = NULL;
   for (size_t i = 0; i < n && i < 16; i++) {
     const char *type = json_string_value(json_object_get(json_array_get(refs, i), "type"));
     char key[64];
     h3_tensor t;
+    json_t *has_audio = json_object_get(json_array_get(refs, i), "has_audio");
     lr[i].kind = !strcmp(type, "image") ? H3_REF_IMAGE : !strcmp(type, "audio") ? H3_REF_AUDIO : H3_REF_VIDEO;
     if (lr[i].kind != H3_REF_AUDIO) {
       snprintf(key, sizeof key, "condition_latents.%d", vis++);
@@ -116,13 +128,20 @@ static void check_layout(const char *name, h3_st_set *s, json_t *refs) {
     }
     /* an audio reference, or a video whose soundtrack came with it: the next audio block */
     snprintf(key, sizeof key, "audio_condition_rows.%d", aud);
-    if (lr[i].kind == H3_REF_AUDIO || (lr[i].kind == H3_REF_VIDEO && h3_st_set_find(s, key))) {
-      float *x = NULL;
-      if (h3_st_read_f32(s, key, &x, &t) == H3_OK && t.ndim == 2) lr[i].audio_latents = t.shape[0] / 2;
-      free(x);
+    /* (fixtures before "has_audio" was recorded: a video takes the next block when there is one) */
+    const bool video_sound = has_audio ? json_is_true(has_audio) : (bool)h3_st_set_find(s, key);
+    if (lr[i].kind == H3_REF_AUDIO || (lr[i].kind == H3_REF_VIDEO && video_sound)) {
+      if (counts && aud < h3_tensor_numel(&tcounts)) { /* the rows kept may be a long block's first ones */
+        lr[i].audio_latents = counts[aud] / 2;
+      } else {
+        float *x = NULL;
+        if (h3_st_read_f32(s, key, &x, &t) == H3_OK && t.ndim == 2) lr[i].audio_latents = t.shape[0] / 2;
+        free(x);
+      }
       aud++;
     }
   }
+  free(counts);
   /* target geometry: (1, C, T, h, w) video latents, A from the audio index count */
   const int64_t T = tl.shape[2], lh = tl.shape[3], lw = tl.shape[4];
   int64_t ref_audio_rows = 0;
@@ -300,6 +319,10 @@ int main(void) {
   json_t *fails = meta ? json_object_get(meta, "failures") : NULL;
   CHECK_MSG(fails && json_array_size(fails) == 0, "cases.json lists %zu self-check failures of the fixture script",
             fails ? json_array_size(fails) : (size_t)0);
+  if (meta && json_is_integer(json_object_get(meta, "canvas_short_edge")))
+    g_canvas_short_edge = json_integer_value(json_object_get(meta, "canvas_short_edge"));
+  if (meta && json_is_integer(json_object_get(meta, "canvas_max_pixels")))
+    g_canvas_max_pixels = json_integer_value(json_object_get(meta, "canvas_max_pixels"));
   const char *tmp = h3t_tmpdir();
   snprintf(snap, sizeof snap, "%s/snap", tmp);
   int rc = make_snapshot(root, gold, snap);
@@ -348,6 +371,26 @@ int main(void) {
     run_out_free(&o);
   } else {
     CHECK_MSG(0, "case two_images did not run: no cached rerun");
+  }
+  /* this snapshot's pipeline config has another canvas rule than the release's: a request without a size is
+   * refused (h3 resolves a default canvas by the release's rule only), before any model runs */
+  if (e && first_case && (g_canvas_short_edge != 768 || g_canvas_max_pixels != 768 * 1344)) {
+    h3_gen_params *p = h3_gen_params_new();
+    h3_status s = p ? h3_params_set(p, "prompt", "a fox") : H3_ERR_NOMEM;
+    char ref[1200];
+    media_path(ref, sizeof ref, root, gold, "image_A.png");
+    if (s == H3_OK) s = h3_params_set(p, "ref_image", ref);
+    if (s == H3_OK) s = h3_params_set(p, "output", "");
+    h3_job_report rep;
+    memset(&rep, 0, sizeof rep);
+    h3_sinks sinks = {.no_files = true};
+    if (s == H3_OK) s = h3_job_run(e, p, &sinks, NULL, &rep);
+    CHECK_MSG(s == H3_ERR_UNSUPPORTED && strstr(h3_last_error(), "canvas_short_edge") &&
+                  strstr(h3_last_error(), "give --size"),
+              "a request without a size under another canvas rule: %d %s", (int)s, h3_last_error());
+    printf("no size under canvas_short_edge %lld: %s\n", (long long)g_canvas_short_edge, h3_last_error());
+    h3_job_report_free(&rep);
+    h3_gen_params_free(p);
   }
   run_out_free(&first);
   h3_engine_close(e);
