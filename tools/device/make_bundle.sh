@@ -12,7 +12,12 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DH3_CUDA=ON -DH3_MEDIA=OFF >/
 cmake --build "$build" -j"$(nproc)"
 rm -rf .devbundle && mkdir -p .devbundle/stage/bin .devbundle/stage/lib
 bins=("$build/h3")
-for t in "$build"/tests/test_*; do [ -x "$t" ] && bins+=("$t"); done
+# BUNDLE_TESTS="test_a test_b": only those test binaries (the working tree and the carry share one 64 MiB limit)
+for t in "$build"/tests/test_*; do
+  [ -x "$t" ] || continue
+  if [ -n "${BUNDLE_TESTS:-}" ] && ! printf ' %s ' "$BUNDLE_TESTS" | grep -F " $(basename "$t") " >/dev/null; then continue; fi
+  bins+=("$t")
+done
 if [ -x "$build/bench/dit_bench" ]; then bins+=("$build/bench/dit_bench"); fi
 if [ -x "$build/bench/vae_bench" ]; then bins+=("$build/bench/vae_bench"); fi
 if [ -x "$build/bench/vae_enc_bench" ]; then bins+=("$build/bench/vae_enc_bench"); fi
