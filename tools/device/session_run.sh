@@ -7,6 +7,7 @@
 #   device:  run(command="PARTS='fixtures gpucheck realshape' bash tools/device/session_run.sh",
 #                carry=[".devbundle", ".ref/dmin"], timeout_s=600)
 #            (.ref/dmin/src: the diffusers sources, for the fixture scripts and the reference benches)
+#   too big to travel (64 MiB with the carry)?  bash tools/device/tree_room.sh away  before the call, back after
 #
 # Parts (PARTS, in the order given):
 #   fixtures   the golden-fixture scripts named in FIXTURES (default: every tools/golden/make_*_fixtures.py
