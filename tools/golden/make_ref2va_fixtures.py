@@ -7,7 +7,7 @@ the Ref2VA text encoder step with the vision tower, the reference encoder step, 
 root (it reads committed fixtures, the snapshot copy and tools/golden/make_fl2va_fixtures.py, whose helpers it
 reuses):
 
-    PYTHONPATH=.ref/dmin/src python3 tools/golden/make_ref2va_fixtures.py OUTDIR [TAR]
+    PYTHONPATH=.ref/dmin/src python3 tools/golden/make_ref2va_fixtures.py OUTDIR [TAR] [--decoded DIR]
 
 Components (everything as make_fl2va_fixtures.py has it, plus a Ref2VA partition):
 * transformer_ref: tests/golden/generate/transformer (the tiny DiT) with every weight perturbed by a seeded
@@ -32,9 +32,13 @@ Cases (canvas 96x64, 124 frames, few steps):
     two_images:  [image A, image B]            seed 1234, 3 steps
     image_audio: [image A, audio clip32k]      seed 7, 3 steps
     mono44k:     [image B, audio clip44k]      seed 42, 3 steps   (only with torchaudio; else a note)
-    video_sound: [image A, video sound.mp4]    seed 5, 3 steps    (only with PyAV and tests/data/video/sound.mp4
-                                                                   of the video branch; its soundtrack is 44.1 kHz
-                                                                   mono: torchaudio too)
+    video_sound: [image A, video sound.mp4]    seed 5, 3 steps    (sound.mp4: 30 fps H.264 + 44.1 kHz mono AAC)
+    image_video_audio: [image B, video sound.mp4, audio clip32k]   seed 21, 3 steps
+    silent_video_audio: [silent video sound.mp4 (its soundtrack dropped), audio clip44k]   seed 33, 3 steps
+    video30:     [silent video r30.mov]        seed 77, 3 steps   (30 fps PNG, no soundtrack)
+    The video cases need PyAV, or --decoded DIR (the reference's PyAV decode made elsewhere by
+    decode_reference_media.py: the GPU machine has no PyAV), and torchaudio where a 44.1 kHz soundtrack or clip is
+    resampled.
 Per case OUTDIR/ref2va/case_<name>.safetensors: request [frames, H, W, steps, seed], the reference list (in the
 metadata), the stored frame subset (I16) + index, per-frame channel means, the waveform, the final latents, the
 prompt embeds + tags + input ids, the condition latents, the audio condition rows, and the transformer's packed
