@@ -132,10 +132,33 @@ typedef enum h3_ref_type {
   H3_REF_TYPE_SILENT_VIDEO = 2, /* its soundtrack is ignored */
   H3_REF_TYPE_AUDIO = 3,
 } h3_ref_type;
+/* Decoded media handed to the engine instead of a file: what the reference's
+ * MiniMaxH3VideoReference(frames=, fps=, audio=, sample_rate=) and
+ * MiniMaxH3AudioReference(waveform, sample_rate) hold.  The engine starts
+ * where a decoded file would (an image: the short-edge resize; a video: the
+ * 24 fps rule and its own-aspect canvas; a clip: truncation, upmix, the
+ * 32 kHz resample), so the same pixels and samples give the same result as
+ * the file.  No rotation is applied: hand the frames upright.  The buffers
+ * are borrowed: they must stay valid and unchanged until h3_job_run returns
+ * (a copied or queued request holds the same pointers).  Prepared references
+ * are cached on the engine by the SHA-256 of these bytes and fields. */
+typedef struct h3_media {
+  const uint8_t *rgb;  /* image / video: [n_frames][height][width][3] RGB8, rows top to bottom; NULL: none */
+  int64_t n_frames;    /* an image: 1 */
+  int width, height;
+  double fps;          /* a video's frame rate (> 0); ignored for an image */
+  const float *audio;  /* audio / a video's soundtrack: planar f32 (channel c at audio + c * samples); NULL: none
+                          (a video reference without it is silent, as from_file leaves a file without a stream) */
+  int channels;        /* 1 (doubled to stereo, as the reference does) or 2 */
+  int64_t samples;     /* per channel */
+  int sample_rate;     /* Hz (resampled to the model's 32 kHz with the reference's resampler) */
+} h3_media;
+
 typedef struct h3_reference {
   h3_ref_type type;
-  char *path;
-  char *audio_path; /* a video whose soundtrack is replaced by this clip, or NULL */
+  char *path;       /* the file; with media: only a name for messages and the report (may be NULL) */
+  char *audio_path; /* a video whose soundtrack is replaced by this clip, or NULL (not with media) */
+  const h3_media *media; /* decoded media instead of the file (borrowed), or NULL */
 } h3_reference;
 typedef struct h3_lora_slot {
   char *path;
@@ -185,6 +208,10 @@ void h3_gen_params_clear(h3_gen_params *p); /* frees the strings and lists, back
 void h3_gen_params_free(h3_gen_params *p);
 h3_status h3_gen_params_copy(h3_gen_params *dst, const h3_gen_params *src);
 h3_status h3_params_set_string(char **field, const char *value);
+/* Append a reference after those already set (the order is the request's): a file (name, media NULL) or decoded
+ * media (borrowed; name, which may be NULL, only labels it).  The media's fields are checked here; errors name
+ * the field. */
+h3_status h3_params_add_reference(h3_gen_params *p, h3_ref_type type, const char *name, const h3_media *media);
 
 /* The option table (one for every front end).  Set one option from text, by
  * its name or an alias ("seed", "num_frames", "size", "no_audio", ...): the

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "engine/lora_path.h"
 #include "engine/params_io.h"
+#include "engine/ref_media.h"
 
 typedef enum otype {
   T_TEXT,        /* a string */
@@ -288,6 +289,17 @@ static h3_status append_ref(h3_gen_params *p, h3_ref_type type, const char *path
     return h3_fail(H3_ERR_NOMEM, "references");
   }
   p->n_refs++;
+  return H3_OK;
+}
+
+h3_status h3_params_add_reference(h3_gen_params *p, h3_ref_type type, const char *name, const h3_media *media) {
+  if (!p) return h3_fail(H3_ERR_INVALID, "h3_params_add_reference: no params");
+  if ((int)type < H3_REF_TYPE_IMAGE || (int)type > H3_REF_TYPE_AUDIO)
+    return h3_fail(H3_ERR_INVALID, "h3_params_add_reference: reference type %d (0 image .. 3 audio)", (int)type);
+  if (!media && (!name || !*name)) return h3_fail(H3_ERR_INVALID, "h3_params_add_reference: no file and no media");
+  if (media) H3_TRY(h3_ref_media_check(media, type, name && *name ? name : "h3_params_add_reference"));
+  H3_TRY(append_ref(p, type, name, NULL));
+  p->refs[p->n_refs - 1].media = media;
   return H3_OK;
 }
 
@@ -585,6 +597,9 @@ static h3_status json_references(const h3_opt_targets *t, const json_t *list) {
     const char *type = json_string_value(json_object_get(it, "type"));
     const char *path = json_string_value(json_object_get(it, "path"));
     const char *audio = json_string_value(json_object_get(it, "audio"));
+    if (json_is_true(json_object_get(it, "in_memory")))
+      return h3_fail(H3_ERR_INVALID, "references[%zu]: decoded media (in_memory) is handed in through the C API "
+                     "(h3_params_add_reference), not in JSON", i);
     if (!json_is_object(it) || !type || !path)
       return h3_fail(H3_ERR_INVALID, "references[%zu]: expected {\"type\": ..., \"path\": ...}", i);
     int k = choice_index("image|video|silent_video|audio", type);
@@ -750,7 +765,8 @@ void h3_opt_print_values(FILE *f, const h3_gen_params *p, const h3_ui *ui) {
     fprintf(f, "  %-14s %s\n", r->name, *v ? v : r->deflt ? "(default)" : "-");
   }
   for (int i = 0; i < p->n_refs; i++)
-    fprintf(f, "  ref %-10d %s%s%s\n", i + 1, p->refs[i].path, p->refs[i].audio_path ? " + " : "",
+    fprintf(f, "  ref %-10d %s%s%s%s\n", i + 1, p->refs[i].path ? p->refs[i].path : "",
+            p->refs[i].media ? " (in memory)" : "", p->refs[i].audio_path ? " + " : "",
             p->refs[i].audio_path ? p->refs[i].audio_path : "");
   for (int i = 0; i < p->n_loras; i++) fprintf(f, "  lora %-9d %s:%g\n", i + 1, p->loras[i].path, p->loras[i].scale);
 }
@@ -873,8 +889,10 @@ json_t *h3_opt_params_to_json(const h3_gen_params *p) {
     json_t *refs = json_array();
     static const char *types[] = {"image", "video", "silent_video", "audio"};
     for (int i = 0; i < p->n_refs; i++) {
-      json_t *e = json_pack("{ss ss}", "type", types[p->refs[i].type], "path", p->refs[i].path);
+      json_t *e = json_pack("{ss}", "type", types[p->refs[i].type]);
+      if (p->refs[i].path) json_object_set_new(e, "path", json_string(p->refs[i].path));
       if (p->refs[i].audio_path) json_object_set_new(e, "audio", json_string(p->refs[i].audio_path));
+      if (p->refs[i].media) json_object_set_new(e, "in_memory", json_true()); /* not rerunnable from the JSON */
       json_array_append_new(refs, e);
     }
     json_object_set_new(o, "references", refs);

@@ -77,6 +77,7 @@ h3_status h3_gen_params_copy(h3_gen_params *dst, const h3_gen_params *src) {
     if (!c.refs) s = h3_fail(H3_ERR_NOMEM, "references");
     for (int i = 0; s == H3_OK && i < src->n_refs; i++, c.n_refs++) {
       c.refs[i].type = src->refs[i].type;
+      c.refs[i].media = src->refs[i].media; /* borrowed: the same buffers */
       s = dup_str(&c.refs[i].path, src->refs[i].path);
       if (s == H3_OK) s = dup_str(&c.refs[i].audio_path, src->refs[i].audio_path);
     }

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "engine/engine_internal.h"
 #include "engine/mem_check.h"
+#include "engine/ref_media.h"
 #include "engine/request_params.h"
 #include "engine/vision_run.h"
 #include "io/file_hash.h"
@@ -59,7 +60,36 @@ double h3_ref_video_rotary_span(int64_t T) {
   return s;
 }
 
+/* Decoded media handed in: the frames as decoded, the soundtrack as decoded (ref_media.h checked them). */
+static h3_status normalise_media(const char *path, const h3_ref_video_opts *o, h3_ref_video_out *out) {
+  const h3_media *m = o->media;
+  out->src_w = m->width, out->src_h = m->height;
+  out->fps = m->fps;
+  out->src_frames = m->n_frames;
+  const int64_t se = o->canvas_short_edge > 0 ? o->canvas_short_edge : 768;
+  const int64_t mp = o->canvas_max_pixels > 0 ? o->canvas_max_pixels : 768 * 1344;
+  H3_TRY(h3_video_normalise_ex(m->rgb, m->n_frames, m->width, m->height, m->fps, o->target_frames, path, se, mp,
+                               &out->frames, &out->n_frames, &out->W, &out->H));
+  if (out->n_frames < H3_REF_VIDEO_MIN_FRAMES)
+    return h3_fail(H3_ERR_INVALID,
+                   "%s: A reference video is read at 2 fps and its sampled frames are merged in groups of 2, so it "
+                   "must run at least %d frames at 24 fps (0.54 seconds), got %lld (from %lld frames at %.6g fps).",
+                   path, H3_REF_VIDEO_MIN_FRAMES, (long long)out->n_frames, (long long)out->src_frames, out->fps);
+  if (o->keep_audio && m->audio) {
+    out->has_soundtrack = true;
+    out->source_rate = m->sample_rate;
+    h3_status s = h3_audio_prepare(m->audio, m->channels, m->samples, m->sample_rate, o->target_frames,
+                                   H3_MEDIA_SAMPLE_RATE, path, &out->audio, &out->audio_samples, NULL);
+    if (s != H3_OK) {
+      h3_error_prefix("%s: its soundtrack", path);
+      return s;
+    }
+  }
+  return H3_OK;
+}
+
 static h3_status decode_normalise(const char *path, const h3_ref_video_opts *o, h3_ref_video_out *out) {
+  if (o->media) return normalise_media(path, o, out);
   h3_video_read_opts ro;
   h3_video_read_opts_default(&ro);
   ro.keep_frames = o->target_frames;
@@ -247,7 +277,9 @@ h3_status h3_ref_video_decode(const char *path, const h3_ref_video_opts *opts, h
     return h3_fail(H3_ERR_INVALID, "%s: a video reference needs the generated frame count (got %lld)", path,
                    (long long)opts->target_frames);
   h3_status st = decode_normalise(path, opts, out);
-  if (st == H3_OK) {
+  if (st == H3_OK && opts->media) {
+    st = h3_ref_media_digest(opts->media, opts->keep_audio ? H3_REF_TYPE_VIDEO : H3_REF_TYPE_SILENT_VIDEO, out->sha);
+  } else if (st == H3_OK) {
     char hex[65];
     st = h3_file_sha256(path, hex);
     for (int i = 0; st == H3_OK && i < 32; i++) out->sha[i] = (uint8_t)(hexval(hex[2 * i]) << 4 | hexval(hex[2 * i + 1]));

@@ -56,6 +56,8 @@ typedef struct h3_ref_video_opts {
   uint64_t vae_seed;     /* the posterior generator's seed (default 42: keyframe_encode_seed) */
   int64_t canvas_short_edge, canvas_max_pixels; /* the own-aspect canvas rule; 0 (default): the release's (768,
                           * 768 x 1344), or on the toy model its smaller one (request_params.h H3_TOY_CANVAS_*) */
+  const struct h3_media *media; /* decoded frames (and soundtrack) instead of the file (no rotation): the path
+                          * then only names it in messages */
 } h3_ref_video_opts;
 
 void h3_ref_video_opts_default(h3_ref_video_opts *o);

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "engine/engine_internal.h"
 #include "engine/mem_check.h"
+#include "engine/ref_media.h"
 #include "engine/vision_run.h"
 #include "engine/request_params.h"
 #include "io/file_hash.h"
@@ -121,7 +122,7 @@ static h3_status file_error(h3_status st, const char *label) {
     snprintf(msg, sizeof msg, "%s", h3_last_error());
     st = h3_fail(H3_ERR_UNSUPPORTED, "%s", msg);
   }
-  h3_error_prefix("%s", label);
+  if (strncmp(h3_last_error(), label, strlen(label)) != 0) h3_error_prefix("%s", label); /* named once */
   return st;
 }
 
@@ -191,7 +192,26 @@ static h3_status image_ref_size(int w, int h, int short_edge, int *W, int *H) {
   return H3_OK;
 }
 
+/* A reference handed in decoded: its checks and digest; an image's size is its own. */
+static h3_status read_media(h3_ref_item *it, int short_edge) {
+  if (it->audio_path)
+    return h3_fail(H3_ERR_INVALID, "%s: decoded media and an audio_path together: put the clip in media.audio",
+                   it->label);
+  H3_TRY(h3_ref_media_check(it->media, it->type, it->label));
+  H3_TRY(h3_ref_media_digest(it->media, it->type, it->sha));
+  if (it->kind != H3_REF_IMAGE) return H3_OK;
+  it->w = it->media->width, it->h = it->media->height;
+  int W, H;
+  if (image_ref_size(it->w, it->h, short_edge, &W, &H) != H3_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", h3_last_error());
+    return h3_fail(H3_ERR_UNSUPPORTED, "%s: %s", it->label, msg);
+  }
+  return H3_OK;
+}
+
 static h3_status read_item(h3_ref_cache *c, h3_ref_item *it, int short_edge) {
+  if (it->media) return read_media(it, short_edge);
   if (it->kind == H3_REF_IMAGE) {
     h3_status st = h3_image_file_bytes(it->path, NULL, &it->bytes, &it->n);
     if (st == H3_OK) st = h3_sha256_buffer(it->bytes, it->n, it->sha);
@@ -238,10 +258,24 @@ h3_status h3_ref_set_read(h3_ref_set *s, h3_ref_cache *c, const h3_gen_params *p
     it->has_audio = t == H3_REF_TYPE_AUDIO || t == H3_REF_TYPE_VIDEO;
     it->path = ff ? p->first_frame : r->path;
     it->audio_path = ff ? NULL : r->audio_path;
-    const char *opt = option_of(t, ff, it->audio_path != NULL);
-    const size_t ln = strlen(opt) + strlen(it->path) + (it->audio_path ? strlen(it->audio_path) + 1 : 0) + 2;
-    if (!(it->label = malloc(ln))) return h3_fail(H3_ERR_NOMEM, "references");
-    snprintf(it->label, ln, "%s %s%s%s", opt, it->path, it->audio_path ? " " : "", it->audio_path ? it->audio_path : "");
+    it->media = ff ? NULL : r->media;
+    if (it->media) { /* "reference 2 (video in memory: NAME)" */
+      static const char *kinds[] = {"image", "video", "silent video", "audio"};
+      const size_t ln = (it->path ? strlen(it->path) : 0) + 64;
+      if (!(it->label = malloc(ln))) return h3_fail(H3_ERR_NOMEM, "references");
+      snprintf(it->label, ln, "reference %d (%s in memory%s%s)", i + 1, kinds[t], it->path ? ": " : "",
+               it->path ? it->path : "");
+      it->path = it->label; /* what the decode and the prepare steps name in their messages */
+    } else {
+      if (!it->path || !*it->path)
+        return h3_fail(H3_ERR_INVALID, "reference %d: no file named (and no decoded media)", i + 1);
+      const char *opt = option_of(t, ff, it->audio_path != NULL);
+      const size_t ln = strlen(opt) + strlen(it->path) + (it->audio_path ? strlen(it->audio_path) + 1 : 0) + 2;
+      if (!(it->label = malloc(ln))) return h3_fail(H3_ERR_NOMEM, "references");
+      snprintf(it->label, ln, "%s %s%s%s", opt, it->path, it->audio_path ? " " : "",
+               it->audio_path ? it->audio_path : "");
+    }
+    it->type = t;
     s->req[i] = (h3_request_ref){.kind = it->kind, .has_audio = it->has_audio};
   }
   /* the set rules first (nothing read yet), then each file */
@@ -274,22 +308,27 @@ void h3_ref_set_needs(const h3_ref_set *s, h3_ref_cache *c, const h3_resolved_re
 /* Decode and resize an image reference onto its 2048-short-edge size (MiniMaxH3Ref2VASetupStep). */
 static h3_status image_decode(h3_ref_item *it, int short_edge, h3_ref_entry *e) {
   h3_image img = {0};
-  h3_image_info info;
-  h3_status st = h3_image_decode(it->bytes, it->n, it->path, NULL, &img, &info);
+  h3_image_info info = {.pil_mode = "RGB"};
+  h3_status st = H3_OK;
+  if (it->media) /* decoded already: the pixels as they are (borrowed; not freed below) */
+    img.rgb = (uint8_t *)it->media->rgb, img.width = it->media->width, img.height = it->media->height;
+  else
+    st = h3_image_decode(it->bytes, it->n, it->path, NULL, &img, &info);
   if (st == H3_OK && (img.width != it->w || img.height != it->h))
     st = h3_fail(H3_ERR_FORMAT, "%s: decoded %dx%d but its header says %dx%d", it->path, img.width, img.height, it->w,
                  it->h);
   int W = 0, H = 0;
   if (st == H3_OK) st = image_ref_size(img.width, img.height, short_edge, &W, &H);
   if (st == H3_OK) {
-    H3_LOGI("%s: %dx%d %s (%s), %s to %dx%d", it->label, img.width, img.height, h3_image_format_name(info.format),
-            info.pil_mode, img.width == W && img.height == H ? "kept" : "LANCZOS-resized", W, H);
+    H3_LOGI("%s: %dx%d %s (%s), %s to %dx%d", it->label, img.width, img.height,
+            it->media ? "decoded" : h3_image_format_name(info.format), info.pil_mode,
+            img.width == W && img.height == H ? "kept" : "LANCZOS-resized", W, H);
     e->image = malloc((size_t)W * (size_t)H * 3);
     if (!e->image) st = h3_fail(H3_ERR_NOMEM, "%s: the %dx%d image", it->path, W, H);
     else if (img.width == W && img.height == H) memcpy(e->image, img.rgb, (size_t)W * (size_t)H * 3);
     else st = h3_resize_lanczos_rgb8(img.rgb, img.width, img.height, e->image, W, H);
   }
-  h3_image_free(&img);
+  if (!it->media) h3_image_free(&img);
   if (st == H3_OK) {
     memcpy(e->sha, it->sha, 32);
     e->kind = H3_REF_IMAGE;
@@ -377,15 +416,23 @@ static h3_status audio_encode(h3_avae_encoder *enc, const h3_ref_item *it, int64
   h3_audio_info ai;
   float *wave = NULL;
   int64_t N = 0;
-  h3_status st = h3_audio_read(path, &ro, &clip, &ai);
-  if (st != H3_OK) return file_error(st, it->label);
-  H3_LOGI("%s: %s / %s, %d channel(s), %lld samples at %d Hz", it->label, ai.container, ai.codec, clip.channels,
-          (long long)clip.num_samples, clip.sample_rate);
+  h3_status st = H3_OK;
+  if (it->media) { /* decoded already: borrowed, not freed below */
+    clip = (h3_audio_clip){.data = (float *)it->media->audio, .channels = it->media->channels,
+                           .num_samples = it->media->samples, .sample_rate = it->media->sample_rate};
+    H3_LOGI("%s: %d channel(s), %lld samples at %d Hz", it->label, clip.channels, (long long)clip.num_samples,
+            clip.sample_rate);
+  } else {
+    st = h3_audio_read(path, &ro, &clip, &ai);
+    if (st != H3_OK) return file_error(st, it->label);
+    H3_LOGI("%s: %s / %s, %d channel(s), %lld samples at %d Hz", it->label, ai.container, ai.codec, clip.channels,
+            (long long)clip.num_samples, clip.sample_rate);
+  }
   const int64_t target = info->cfg.sampling_rate ? info->cfg.sampling_rate : H3_MEDIA_SAMPLE_RATE;
   h3_audio_prep_info pi;
   st = h3_audio_prepare(clip.data, clip.channels, clip.num_samples, clip.sample_rate, F, target, it->label, &wave, &N,
                         &pi);
-  h3_audio_clip_free(&clip);
+  if (!it->media) h3_audio_clip_free(&clip);
   if (st != H3_OK) return file_error(st, it->label);
   const int64_t T = h3_avae_encode_latents(enc, N), Ca = info->cfg.latent_channels;
   if (T < 1) {
@@ -446,6 +493,7 @@ static h3_status prepare_videos(h3_engine *e, h3_ref_set *s, const h3_resolved_r
     o.keep_audio = it->has_audio && !it->audio_path;
     o.target_frames = rr->num_frames;
     o.want_vision = true; /* kept with the entry even for a --text-states job: a cached video has its tokens */
+    o.media = it->media;
     if (!e->toy) /* the pipeline config's canvas rule (the toy's is set by h3_ref_video_encode_ex) */
       (void)h3_pipeline_canvas_rule(e->model_dir, false, &o.canvas_short_edge, &o.canvas_max_pixels);
     (void)want_vision;
@@ -471,8 +519,12 @@ static h3_status prepare_videos(h3_engine *e, h3_ref_set *s, const h3_resolved_r
       for (int l = 0; l < v.n_levels && l < H3_VT_MAX_DEEPSTACK; l++) k->deepstack[l] = v.deepstack[l], v.deepstack[l] = NULL;
     }
     if (it->has_audio && !it->audio_path && !v.has_soundtrack) {
-      H3_LOGW("%s: the file has no audio stream: used as a silent video reference (as the reference's from_file "
-              "leaves it: no <Audio j> label, no soundtrack rows)", it->label);
+      if (it->media)
+        H3_LOGW("%s: no soundtrack (media.audio is NULL): used as a silent video reference (no <Audio j> label, "
+                "no soundtrack rows)", it->label);
+      else
+        H3_LOGW("%s: the file has no audio stream: used as a silent video reference (as the reference's from_file "
+                "leaves it: no <Audio j> label, no soundtrack rows)", it->label);
       it->has_audio = false;
       k->with_audio = false;
     }

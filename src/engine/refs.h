@@ -87,8 +87,10 @@ int h3_ref_cache_entries(const h3_ref_cache *c);
 /* One reference of a job, in request order. */
 typedef struct h3_ref_item {
   h3_ref_kind kind;
+  h3_ref_type type;    /* as the request gives it */
   bool has_audio;      /* audio, or a video with its soundtrack */
   const char *path, *audio_path; /* as the request names them */
+  const h3_media *media; /* decoded media instead of the file (borrowed from the request), or NULL */
   char *label;         /* "--ref-image PATH" (malloc'd), for messages */
   uint8_t *bytes;      /* image: the file (NULL once prepared) */
   size_t n;

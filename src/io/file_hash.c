@@ -33,20 +33,27 @@ h3_status h3_file_sha256(const char *path, char hex[65]) {
   return H3_OK;
 }
 
-h3_status h3_sha256_buffer(const void *data, size_t n, uint8_t digest[32]) {
+h3_status h3_sha256_parts(const void *const *data, const size_t *sizes, int parts, uint8_t digest[32]) {
   struct AVSHA *sha = av_sha_alloc();
   if (!sha || av_sha_init(sha, 256) < 0) {
     av_free(sha);
     return h3_fail(H3_ERR_NOMEM, "sha256");
   }
-  const uint8_t *p = data;
-  while (n > 0) { /* av_sha_update takes an unsigned int length on older FFmpeg */
-    const size_t k = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
-    av_sha_update(sha, p, k);
-    p += k;
-    n -= k;
+  for (int i = 0; i < parts; i++) {
+    const uint8_t *p = data[i];
+    size_t n = sizes[i];
+    while (n > 0) { /* av_sha_update takes an unsigned int length on older FFmpeg */
+      const size_t k = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
+      av_sha_update(sha, p, k);
+      p += k;
+      n -= k;
+    }
   }
   av_sha_final(sha, digest);
   av_free(sha);
   return H3_OK;
+}
+
+h3_status h3_sha256_buffer(const void *data, size_t n, uint8_t digest[32]) {
+  return h3_sha256_parts(&data, &n, 1, digest);
 }
