@@ -21,6 +21,7 @@ done
 if [ -x "$build/bench/dit_bench" ]; then bins+=("$build/bench/dit_bench"); fi
 if [ -x "$build/bench/vae_bench" ]; then bins+=("$build/bench/vae_bench"); fi
 if [ -x "$build/bench/vae_enc_bench" ]; then bins+=("$build/bench/vae_enc_bench"); fi
+if [ -x "$build/example_refs_in_memory" ]; then bins+=("$build/example_refs_in_memory"); fi
 for b in "${bins[@]}"; do strip -o ".devbundle/stage/bin/$(basename "$b")" "$b"; done
 # shared libraries from this system, except the C library and CUDA's own (the GPU machine has those)
 ldd "${bins[@]}" | awk '/=> \//{print $3}' | sort -u |

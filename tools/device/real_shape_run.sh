@@ -14,8 +14,10 @@
 # KEYFRAMES=first|last|both: FL2VA with that many keyframes (PPM files made here at the canvas size, read
 # without FFmpeg), through --first-frame / --last-frame.
 # REFS=N: Ref2VA with N image references (--ref-image; PPM files of different sizes and aspects made here; the
-# snapshot then has the encoders and the Ref2VA partition). Video and audio references need FFmpeg, which the
-# bundle leaves out.
+# snapshot then has the encoders and the Ref2VA partition).
+# REF_VIDEO=SECONDS and/or REF_CLIP=SECONDS: Ref2VA with a video reference (1280x720 at 30 fps, with a 48 kHz
+# stereo soundtrack; REF_VIDEO_SIZE) and/or a 44.1 kHz mono clip, handed in as decoded media through the C API
+# (examples/refs_in_memory.c: the bundle has no FFmpeg to read files), after REFS images drawn the same way.
 set -uo pipefail
 final=${OUT:-/tmp/h3out}; mkdir -p "$final"
 root=/tmp/h3dev
@@ -27,7 +29,7 @@ export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
 bin=$root/bin
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$final/gpu.txt"
 snap=/tmp/h3snap
-enc=(); { [ -n "${KEYFRAMES:-}" ] || [ -n "${REFS:-}" ]; } && enc=(--encoders)  # the VAE encoder, the vision tower, processor/, Ref2VA/
+enc=(); { [ -n "${KEYFRAMES:-}" ] || [ -n "${REFS:-}" ] || [ -n "${REF_VIDEO:-}${REF_CLIP:-}" ]; } && enc=(--encoders)  # the VAE encoder, the vision tower, processor/, Ref2VA/
 if [ "${REUSE_SNAP:-0}" = 1 ] && [ -d "$snap" ] && { [ ${#enc[@]} = 0 ] || [ -d "$snap/processor" ]; }; then
   echo "reusing $snap" | tee "$final/snapshot.log"  # REUSE_SNAP=1: keep the files (and their page cache)
 else
@@ -59,7 +61,7 @@ PY
   *) keys=(--first-frame /tmp/h3key_first.ppm --last-frame /tmp/h3key_last.ppm) ;;
   esac
 fi
-if [ -n "${REFS:-}" ]; then  # image references: a gradient with a disc each, of different sizes and aspects
+if [ -n "${REFS:-}" ] && [ -z "${REF_VIDEO:-}${REF_CLIP:-}" ]; then  # image references: a gradient with a disc each, of different sizes and aspects
   sizes=(1024x768 768x1024 1280x720 640x640 1600x900 900x1600 800x600 600x800 1344x768)
   for ((i = 0; i < REFS; i++)); do
     python3 - "${sizes[$((i % 9))]}" "/tmp/h3ref_$i.ppm" "$i" <<'PY'
@@ -79,6 +81,19 @@ export NCCL_NVLS_ENABLE=0
 nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
 [ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$nccl_dir:$LD_LIBRARY_PATH"
 t0=$(date +%s)
+if [ -n "${REF_VIDEO:-}${REF_CLIP:-}" ]; then  # references in memory: the C API example, the same request
+  na=(); [ "${AUDIO:-1}" = 0 ] && na=(no_audio=on)
+  H3_SYNTHETIC_WEIGHTS=${SYNTH:-1} "$bin/example_refs_in_memory" "$snap" --device cuda --profile \
+    --images "${REFS:-0}" --video "${REF_VIDEO:-0}" --clip "${REF_CLIP:-0}" --video-size "${REF_VIDEO_SIZE:-1280x720}" \
+    prompt="a red fox trotting through fresh snow at dawn, the camera following low to the ground" \
+    size="${SIZE:-960x544}" frames="${FRAMES:-124}" steps="${STEPS:-3}" seed=1 "${na[@]}" \
+    output=/tmp/real_shape_clip.safetensors 2>&1 | tee "$final/real_shape.log"
+  rc=${PIPESTATUS[0]}
+  echo "example_refs_in_memory rc=$rc, $(( $(date +%s) - t0 )) s" | tee -a "$final/real_shape.log"
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader >>"$final/gpu.txt"
+  rm -f /tmp/real_shape_clip.safetensors
+  exit "$rc"
+fi
 H3_SYNTHETIC_WEIGHTS=${SYNTH:-1} "$bin/h3" generate --device cuda --profile --plain --model "$snap" \
   -p "a red fox trotting through fresh snow at dawn, the camera following low to the ground" \
   --size "${SIZE:-960x544}" --frames "${FRAMES:-124}" --steps "${STEPS:-3}" --seed 1 "${audio[@]}" "${gpus[@]}" "${keys[@]}" \
