@@ -105,9 +105,12 @@ void h3_profile_print(const h3_profile *p, FILE *f) {
   if (!p) return;
   char g[32], d[32], a[32], h[32], hp[32];
   fprintf(f, "\nprofile (device: %s)\n", p->be ? p->be->name : "-");
-  fprintf(f, "  %-22s %9s %9s %10s %11s %9s %10s\n", "phase", "wall s", "GPU s", "dev used", "alloc peak", "host RSS",
+  int nw = 22; /* the name column: as wide as its longest row */
+  for (int i = 0; i < p->n; i++)
+    if ((int)strlen(p->rows[i].name) > nw) nw = (int)strlen(p->rows[i].name);
+  fprintf(f, "  %-*s %9s %9s %10s %11s %9s %10s\n", nw, "phase", "wall s", "GPU s", "dev used", "alloc peak", "host RSS",
           "RSS peak");
-  fprintf(f, "  %-22s %9s %9s %10s %11s %9s %10s\n", "", "", "", "GiB", "GiB", "GiB", "GiB");
+  fprintf(f, "  %-*s %9s %9s %10s %11s %9s %10s\n", nw, "", "", "", "GiB", "GiB", "GiB", "GiB");
   double total = 0, gtotal = 0;
   bool gall = p->n > 0;
   size_t apeak = 0, rpeak = 0;
@@ -129,13 +132,13 @@ void h3_profile_print(const h3_profile *p, FILE *f) {
     fmt_gib(a, sizeof a, r->has_dev, r->alloc_peak);
     fmt_gib(h, sizeof h, true, r->rss);
     fmt_gib(hp, sizeof hp, true, r->rss_peak);
-    fprintf(f, "  %-22s %9.3f %9s %10s %11s %9s %10s\n", r->name, r->wall_s, g, d, a, h, hp);
+    fprintf(f, "  %-*s %9.3f %9s %10s %11s %9s %10s\n", nw, r->name, r->wall_s, g, d, a, h, hp);
   }
   fmt_s(g, sizeof g, gall ? gtotal : -1);
   fmt_gib(d, sizeof d, has_dev, p->dev_used_max);
   fmt_gib(a, sizeof a, has_dev, apeak);
   fmt_gib(hp, sizeof hp, true, rpeak);
-  fprintf(f, "  %-22s %9.3f %9s %10s %11s %9s %10s\n", "total (peaks)", total, g, d, a, "", hp);
+  fprintf(f, "  %-*s %9.3f %9s %10s %11s %9s %10s\n", nw, "total (peaks)", total, g, d, a, "", hp);
   if (p->bg_uploads) {
     const bool gib = p->bg_bytes >= (1ull << 30);
     fprintf(f, "  weights uploaded in the background, overlapped with compute: %zu tensors, %.2f %s\n", p->bg_uploads,
