@@ -265,6 +265,20 @@ static void compare_normalised(const char *name, json_t *c, const h3_st_set *t, 
         printf("  latents: rel-L2 %.3g, %lld of %lld beyond 1e-3\n", r, (long long)off, (long long)n);
         CHECK_MSG((double)off <= 0.001 * (double)n && r <= 1e-3, "%s: VAE latents", name);
       }
+      /* on a GPU also the engine's bf16 setting: the encoder's convolutions in TF32 (half), within 1e-2 */
+      if (strcmp(g_be->name, "cpu") != 0 && tl.shape[2] == out.T_lat) {
+        float *f32 = out.latents;
+        out.latents = NULL;
+        s = h3_ref_video_vae(g_be, g_enc, true, 1, 42, &out);
+        CHECK_MSG(s == H3_OK, "%s: VAE (half): %s", name, h3_last_error());
+        if (s == H3_OK) {
+          const double r = h3t_rel_l2(out.latents, lat, (size_t)n);
+          printf("  latents with TF32 convolutions (the engine's bf16 setting): rel-L2 %.3g\n", r);
+          CHECK_MSG(r <= 1e-2, "%s: VAE latents (half) rel-L2 %.3g", name, r);
+        }
+        free(out.latents);
+        out.latents = f32;
+      }
     }
     free(lat);
   }

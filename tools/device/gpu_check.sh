@@ -68,9 +68,10 @@ if command -v compute-sanitizer >/dev/null; then
   run memcheck_fl2va compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/h3" generate --device cuda -q \
     -p "a red fox" --frames 22 --size 128 --steps 2 --first-frame /tmp/ms_key.ppm --last-frame /tmp/ms_key.ppm \
     -o /tmp/ms_clip_kf.safetensors --latents-out /tmp/ms_latents_kf.safetensors
-  # references end to end (image, video, audio references on the tiny Ref2VA components; video files come from
-  # the fixtures' decoded frames in this FFmpeg-less bundle, audio files are skipped)
-  [ -x "$bin/test_ref2va_golden" ] && H3_TEST_DEVICE=cuda run memcheck_ref2va timeout -k 5 200 \
+  # references end to end (image, video, audio references on the tiny Ref2VA components; in this FFmpeg-less
+  # bundle the videos and clips go in as the reference's decoded arrays, h3_media), on the shorter cases
+  [ -x "$bin/test_ref2va_golden" ] && H3_TEST_DEVICE=cuda H3_TEST_CASES="${MEMCHECK_REF2VA_CASES:-two_images silent_video_audio}" \
+    run memcheck_ref2va timeout -k 5 200 \
     compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/test_ref2va_golden"
   [ -x "$bin/test_refvideo_golden" ] && H3_TEST_DEVICE=cuda run memcheck_refvideo timeout -k 5 200 \
     compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/test_refvideo_golden"
