@@ -22,7 +22,9 @@ Components written (the layout the engine's locators search):
                       config: conv_in, down blocks of resnets with a 1x1x1 shortcut where the width changes,
                       one downsampler conv per block, norm_out, conv_out), the Qwen3-VL vision tower (shapes
                       from vision_config) and processor/, and what image references need: the Ref2VA
-                      partition's DiT (Ref2VA/transformer/, from its index)
+                      partition's DiT (Ref2VA/transformer/, from its index), and what audio references and
+                      soundtracks need: the audio VAE's encoder, pre_block and posterior heads (spec
+                      audio-vae.md §8.2-8.3; tools/audio_vae_shapes.py encoder_shapes)
 """
 import json
 import os
@@ -33,7 +35,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "tools"))
-from audio_vae_shapes import decoder_shapes  # noqa: E402
+from audio_vae_shapes import decoder_shapes, encoder_shapes  # noqa: E402
 from make_sparse_shards import main as dit_shards, write_sparse  # noqa: E402
 
 
@@ -183,6 +185,8 @@ def audio_vae(meta, dst):
     rates, kernels = c["decoder_rates"], c["decoder_kernel_sizes"]
     rk, rd = c["resblock_kernel_sizes"], c["resblock_dilation_sizes"]
     t = decoder_shapes(dim, lat, ch_lat, rates, kernels, rk, rd)
+    if ENCODERS:  # what audio references (and a video's soundtrack) go through
+        t.update(encoder_shapes(c["encoder_dim"], c["encoder_rates"], lat, ch_lat))
     return write_sparse(os.path.join(out, "diffusion_pytorch_model.safetensors"),
                         {k: ("F32", v) for k, v in t.items()})
 
