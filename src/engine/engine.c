@@ -84,6 +84,7 @@ h3_status h3_engine_open(const h3_engine_config *cfg_in, h3_engine **out) {
     if ((st = toy_dir(e->model_dir, sizeof e->model_dir)) != H3_OK) goto fail;
   }
   cfg.model = e->model;
+  h3_pipeline_rules_read(e->model_dir, e->toy, &e->rules);
   if (cfg.threads > 0) {
     int have = h3_default_pool_set_threads(cfg.threads);
     if (have != cfg.threads)

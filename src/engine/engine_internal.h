@@ -27,6 +27,7 @@ struct h3_engine {
   char device[32];
   bool toy;
   h3_precision prec;    /* resolved (never AUTO) */
+  h3_pipeline_rules rules; /* modular_model_index.json's reference / canvas rules, read at open */
   h3_backend *be;       /* the engine's device: text encoder, audio decoder, rank 0 of the DiT */
 
   h3_tokenizer *tok;

@@ -129,7 +129,7 @@ static h3_status resolve(job *j) {
   if (ref2va) { /* the set rules, then the files' bytes and sizes, before any model loads */
     h3_profile_begin(j->prof, "reference files", 0);
     h3_status st = h3_ref_set_read(&j->refs, &j->e->ref_cache, p, p->partition == H3_PARTITION_REF2VA,
-                                   h3_ref_image_short_edge(j->e->model_dir, j->e->toy));
+                                   j->e->rules.ref_image_short_edge);
     h3_profile_end(j->prof);
     H3_TRY(st);
   } else if (p->first_frame || p->last_frame) { /* the files now: the canvas follows the first one's size */
@@ -140,12 +140,12 @@ static h3_status resolve(job *j) {
     h3_kf_set_dims(&j->kf, &kd);
   }
   if (!j->e->toy && (p->width <= 0 || p->height <= 0)) { /* a canvas resolved without --size */
-    int64_t se, mp;
-    if (h3_pipeline_canvas_rule(j->e->model_dir, false, &se, &mp))
+    const h3_pipeline_rules *r = &j->e->rules;
+    if (r->canvas_other)
       return h3_fail(H3_ERR_UNSUPPORTED,
                      "%s/modular_model_index.json: canvas_short_edge %lld / canvas_max_pixels %lld differ from the "
                      "release's 768 / 768 x 1344, and h3 resolves a canvas without --size by the release's rule only: "
-                     "give --size", j->e->model_dir, (long long)se, (long long)mp);
+                     "give --size", j->e->model_dir, (long long)r->canvas_short_edge, (long long)r->canvas_max_pixels);
   }
   if (ref2va) H3_TRY(h3_params_to_request_refs(p, j->e->toy, j->refs.req, j->refs.n, &j->req, &j->rr));
   else H3_TRY(h3_params_to_request_ex(p, j->e->toy, &kd, &j->req, &j->rr));

@@ -135,47 +135,38 @@ static h3_status file_digest(const char *path, uint8_t out[32]) {
   return H3_OK;
 }
 
-/* The image reference's short edge: the pipeline config reference_image_short_edge (ConfigSpec of
- * MiniMaxH3Ref2VASetupStep, 2048 released) when the snapshot's modular_model_index.json sets it, else 2048; the
- * toy's at its scale. */
-int h3_ref_image_short_edge(const char *model_dir, bool toy) {
-  if (toy) return H3_TOY_REF_IMAGE_SHORT_EDGE;
+/* The pipeline config's rules (modular_model_index.json, the file the reference's modular pipeline reads its
+ * ConfigSpecs from): the image references' short edge (reference_image_short_edge, 2048 released) and the canvas
+ * rule (canvas_short_edge / canvas_max_pixels, 768 and 768 x 1344 released), each where the file sets it within
+ * range; the toy's own at its scale.  Read once, when the engine opens. */
+void h3_pipeline_rules_read(const char *model_dir, bool toy, h3_pipeline_rules *r) {
+  r->ref_image_short_edge = toy ? H3_TOY_REF_IMAGE_SHORT_EDGE : H3_REF_IMAGE_SHORT_EDGE;
+  r->canvas_short_edge = toy ? H3_TOY_CANVAS_SHORT_EDGE : H3_CANVAS_SHORT_EDGE;
+  r->canvas_max_pixels = toy ? H3_TOY_CANVAS_MAX_PIXELS : H3_CANVAS_MAX_PIXELS;
+  r->canvas_other = false;
+  if (toy) return;
   char path[4200];
   snprintf(path, sizeof path, "%s/modular_model_index.json", model_dir ? model_dir : ".");
   json_error_t err;
   json_t *j = json_load_file(path, 0, &err);
-  int v = H3_REF_IMAGE_SHORT_EDGE;
-  const json_t *x = j ? json_object_get(j, "reference_image_short_edge") : NULL;
+  if (!j) return;
+  const json_t *x = json_object_get(j, "reference_image_short_edge");
   if (json_is_integer(x) && json_integer_value(x) >= H3_CANVAS_MULTIPLE && json_integer_value(x) <= 16384) {
-    v = (int)json_integer_value(x);
-    if (v != H3_REF_IMAGE_SHORT_EDGE) H3_LOGI("%s: reference_image_short_edge %d (the release's is 2048)", path, v);
+    r->ref_image_short_edge = (int)json_integer_value(x);
+    if (r->ref_image_short_edge != H3_REF_IMAGE_SHORT_EDGE)
+      H3_LOGI("%s: reference_image_short_edge %d (the release's is 2048)", path, r->ref_image_short_edge);
   }
-  json_decref(j);
-  return v;
-}
-
-/* The canvas rule of the pipeline config: canvas_short_edge / canvas_max_pixels (ConfigSpecs of the setup
- * steps, 768 and 768 x 1344 released) where the snapshot's modular_model_index.json sets them; the toy's own. */
-bool h3_pipeline_canvas_rule(const char *model_dir, bool toy, int64_t *short_edge, int64_t *max_pixels) {
-  *short_edge = toy ? H3_TOY_CANVAS_SHORT_EDGE : H3_CANVAS_SHORT_EDGE;
-  *max_pixels = toy ? H3_TOY_CANVAS_MAX_PIXELS : H3_CANVAS_MAX_PIXELS;
-  if (toy) return false;
-  char path[4200];
-  snprintf(path, sizeof path, "%s/modular_model_index.json", model_dir ? model_dir : ".");
-  json_error_t err;
-  json_t *j = json_load_file(path, 0, &err);
-  const json_t *se = j ? json_object_get(j, "canvas_short_edge") : NULL, *mp = j ? json_object_get(j, "canvas_max_pixels") : NULL;
+  const json_t *se = json_object_get(j, "canvas_short_edge"), *mp = json_object_get(j, "canvas_max_pixels");
   if (json_is_integer(se) && json_integer_value(se) >= H3_CANVAS_MULTIPLE && json_integer_value(se) <= 16384)
-    *short_edge = json_integer_value(se);
+    r->canvas_short_edge = json_integer_value(se);
   if (json_is_integer(mp) && json_integer_value(mp) >= H3_CANVAS_MULTIPLE * H3_CANVAS_MULTIPLE &&
       json_integer_value(mp) <= (int64_t)16384 * 16384)
-    *max_pixels = json_integer_value(mp);
+    r->canvas_max_pixels = json_integer_value(mp);
   json_decref(j);
-  const bool other = *short_edge != H3_CANVAS_SHORT_EDGE || *max_pixels != H3_CANVAS_MAX_PIXELS;
-  if (other)
+  r->canvas_other = r->canvas_short_edge != H3_CANVAS_SHORT_EDGE || r->canvas_max_pixels != H3_CANVAS_MAX_PIXELS;
+  if (r->canvas_other)
     H3_LOGI("%s: canvas_short_edge %lld, canvas_max_pixels %lld (the release's: 768, 768 x 1344)", path,
-            (long long)*short_edge, (long long)*max_pixels);
-  return other;
+            (long long)r->canvas_short_edge, (long long)r->canvas_max_pixels);
 }
 
 /* The image reference's size on the model's side: the reference's short-edge rule. */
@@ -495,7 +486,7 @@ static h3_status prepare_videos(h3_engine *e, h3_ref_set *s, const h3_resolved_r
     o.want_vision = true; /* kept with the entry even for a --text-states job: a cached video has its tokens */
     o.media = it->media;
     if (!e->toy) /* the pipeline config's canvas rule (the toy's is set by h3_ref_video_encode_ex) */
-      (void)h3_pipeline_canvas_rule(e->model_dir, false, &o.canvas_short_edge, &o.canvas_max_pixels);
+      o.canvas_short_edge = e->rules.canvas_short_edge, o.canvas_max_pixels = e->rules.canvas_max_pixels;
     (void)want_vision;
     h3_ref_video_out v;
     h3_status st = h3_ref_video_encode_ex(e, it->path, &o, prof, &v);
@@ -580,7 +571,7 @@ h3_status h3_ref_set_prepare(h3_engine *e, h3_ref_set *s, const h3_resolved_requ
     for (int i = 0; i < s->n; i++) {
       h3_ref_item *it = &s->item[i];
       if (it->entry || it->kind != H3_REF_IMAGE) continue;
-      h3_status st = image_decode(it, h3_ref_image_short_edge(e->model_dir, e->toy), &it->own);
+      h3_status st = image_decode(it, e->rules.ref_image_short_edge, &it->own);
       if (st != H3_OK) return file_error(st, it->label);
       it->entry = &it->own;
     }

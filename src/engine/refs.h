@@ -119,14 +119,17 @@ typedef struct h3_ref_set {
  * H3_ERR_INVALID (a usage error). */
 h3_status h3_ref_set_read(h3_ref_set *s, h3_ref_cache *c, const h3_gen_params *p, bool first_as_ref,
                           int short_edge);
-/* The short edge image references are resized to: the snapshot's modular_model_index.json
- * "reference_image_short_edge" (the pipeline config the reference reads) when set, else the release's 2048;
- * the toy: H3_TOY_REF_IMAGE_SHORT_EDGE. */
-int h3_ref_image_short_edge(const char *model_dir, bool toy);
-/* The canvas rule video references are put on (and a canvas without --size follows): the snapshot's
- * modular_model_index.json "canvas_short_edge" / "canvas_max_pixels" when set, else the release's 768 and
- * 768 x 1344; the toy: its own.  Returns whether the rule differs from the release's. */
-bool h3_pipeline_canvas_rule(const char *model_dir, bool toy, int64_t *short_edge, int64_t *max_pixels);
+/* The snapshot's pipeline-config rules (modular_model_index.json, as the reference's modular pipeline reads them):
+ * the short edge image references are resized to (reference_image_short_edge, else the release's 2048) and the
+ * canvas rule video references are put on and a canvas without --size follows (canvas_short_edge /
+ * canvas_max_pixels, else the release's 768 and 768 x 1344); the toy: its own.  The engine reads them once when
+ * it opens (e->rules). */
+typedef struct h3_pipeline_rules {
+  int ref_image_short_edge;
+  int64_t canvas_short_edge, canvas_max_pixels;
+  bool canvas_other; /* the canvas rule differs from the release's */
+} h3_pipeline_rules;
+void h3_pipeline_rules_read(const char *model_dir, bool toy, h3_pipeline_rules *out);
 /* Whether preparing for this request needs the video VAE encoder, the audio
  * VAE encoder, the vision tower (false when the cache has everything). */
 void h3_ref_set_needs(const h3_ref_set *s, h3_ref_cache *c, const h3_resolved_request *rr, bool want_vision,
