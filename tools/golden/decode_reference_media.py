@@ -36,7 +36,6 @@ This file is our own code; the reference is only read and called.
 
 import ast
 import contextlib
-import hashlib
 import json
 import os
 import platform
@@ -49,20 +48,13 @@ from urllib.parse import unquote, urlparse
 import av
 import numpy as np
 import torch
+from fixture_files import sha256  # noqa: E402  (tools/golden/, the script's own folder)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 REFERENCE_FUNCTIONS = ("_local_media_file", "_import_av", "_decode_reference_soundtrack", "_decode_video_file",
                        "_decode_audio_file")
 # the files the reference refuses: a video without frames; a video without a soundtrack read as audio
 EXPECTED_ERRORS = ("tests/data/video/no_frames.avi", "tests/data/audio/video_silent.mp4")
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""):
-            h.update(b)
-    return h.hexdigest()
 
 
 def stream_rotation(path):

@@ -42,7 +42,6 @@ os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 import copy
 import gzip
-import hashlib
 import json
 import math
 import platform
@@ -52,6 +51,7 @@ import tarfile
 import tempfile
 import time
 import traceback
+from fixture_files import sha256  # noqa: E402  (tools/golden/, the script's own folder)
 
 FAILURES = []
 
@@ -142,13 +142,6 @@ VISION = dict(
 )
 SPECIAL_IDS = [151643, 151644, 151645, 151652, 151653, 151655, 151656]
 TE_SEED = 20261202
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        h.update(f.read())
-    return h.hexdigest()
 
 
 def formula_image(w, h, s):

@@ -22,7 +22,6 @@ Writes OUTDIR/{transformer,vae,audio_vae}/, OUTDIR/case_<name>.safetensors, OUTD
 given, a tar of OUTDIR (arcname "generate").
 """
 
-import hashlib
 import json
 import os
 import platform
@@ -43,6 +42,7 @@ from diffusers.modular_pipelines import MiniMaxH3Blocks
 from diffusers.modular_pipelines.minimax_h3 import before_denoise as bd
 from diffusers.schedulers.scheduling_minimax_h3 import MiniMaxH3Scheduler
 from diffusers.video_processor import VideoProcessor
+from fixture_files import sha256  # noqa: E402  (tools/golden/, the script's own folder)
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join("tests", "golden", "generate")
 TAR = sys.argv[2] if len(sys.argv) > 2 else None
@@ -120,13 +120,6 @@ AVAE_CFG = {
 
 def log(*a):
     print(*a, flush=True)
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        h.update(f.read())
-    return h.hexdigest()
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -53,7 +53,6 @@ import os
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 import gzip
-import hashlib
 import json
 import platform
 import shutil
@@ -62,6 +61,7 @@ import tarfile
 import tempfile
 import traceback
 import zlib
+from fixture_files import sha256  # noqa: E402  (tools/golden/, the script's own folder)
 
 FAILURES = []
 
@@ -138,14 +138,6 @@ CASES = {
     "rot90": ("rot90.mov", 22, False, True),
     "sound": ("sound.mp4", 22, False, False),
 }
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""):
-            h.update(b)
-    return h.hexdigest()
 
 
 def crc(a):

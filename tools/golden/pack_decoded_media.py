@@ -20,7 +20,6 @@ F32 [C, S], NAME.sample_rate I64 [1]; metadata: each file's SHA-256.
     /usr/bin/python3 tools/golden/pack_decoded_media.py DECODED tests/golden/ref2va/decoded_media.safetensors
 """
 
-import hashlib
 import json
 import os
 import struct
@@ -28,18 +27,11 @@ import sys
 import wave
 
 import numpy as np
+from fixture_files import sha256  # noqa: E402  (tools/golden/, the script's own folder)
 
 GOLD = "tests/golden/ref2va"
 VIDEOS = ["tests/data/video/sound.mp4", "tests/data/video/r30.mov"]
 CLIPS = ["clip32k.wav", "clip44k.wav"]
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""):
-            h.update(b)
-    return h.hexdigest()
 
 
 def read_wav(path):
