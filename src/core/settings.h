@@ -41,7 +41,7 @@ typedef struct h3_settings {
   double cuda_mem_limit_gb; /* H3_CUDA_MEM_LIMIT_GB: 0 = the device's memory */
   bool cuda_gemmex;        /* H3_CUDA_GEMM=gemmex */
   int64_t cuda_linear_chunk_rows; /* H3_CUDA_LINEAR_CHUNK_ROWS: 0 = none */
-  int cuda_cudnn;          /* H3_CUDNN: 0 auto, 1 off, 2 find */
+  int cuda_cudnn;          /* H3_CUDNN: 0 auto, 1 off, 2 find, 3 legacy */
   char cudnn_library[1024]; /* H3_CUDNN_LIBRARY: libcudnn path ("" = the loader's search) */
   bool vvae_prefetch;      /* H3_VVAE_PREFETCH (default on) */
   bool vvae_timing;        /* H3_VVAE_TIMING */

@@ -13,7 +13,10 @@
  * (h3_cuda_conv3d_counts) and printed per case; with cuDNN loaded, every
  * case's cuDNN run must have gone through cuDNN except where cuDNN itself
  * declined the shape (printed), and at least the causal 3x3x3 and the
- * single-frame cases must have.  H3_CUDNN=off on the same backend
+ * single-frame cases must have.  In TF32 under auto, the graph API
+ * (cuda_cudnn_graph.c) must have run every required case when it loaded; the
+ * legacy API's TF32 (H3_CUDNN=legacy) is checked against the CPU too.
+ * H3_CUDNN=off on the same backend
  * (h3_cuda_conv3d_set_path 1) must run no cuDNN chunk.
  * Exit 0 pass, 1 fail, 77 without a CUDA device or without a loadable cuDNN
  * (libcudnn.so.9 or $H3_CUDNN_LIBRARY). */
@@ -23,6 +26,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_cudnn.h"
 #include "backend/cuda/cuda_venc_ops.h"
 #include "core/dtype.h"
 
@@ -136,7 +140,7 @@ static int gpu_run(const cc *c, int path, int tf32, const float *x, const float 
   return good;
 }
 
-static int g_dnn_cases, g_must_dnn, g_must;
+static int g_dnn_cases, g_must_dnn, g_must, g_graph_cases, g_must_graph, g_must_tf32;
 
 static void run_case(const cc *c) {
   const int64_t To = (c->T + c->g.pad_t - c->kt) / c->g.stride_t + 1,
@@ -184,10 +188,23 @@ static void run_case(const cc *c) {
     report(c->name, "cuDNN f32 vs im2col f32", rel_l2(ydnn, ygemm, ny), 1e-5);
     check(!dnn || strncmp(buf, "cudnn", 5) == 0, "%s: the last chunk's path reads '%s'", c->name, buf);
   }
-  /* cuDNN, TF32 allowed */
+  /* cuDNN, TF32 allowed: the graph API under auto (the legacy API under find) */
   if (gpu_run(c, c->path, 1, x, w, b, res, ytf, nx, ny, To, Ho, Wo, &dnn, &gemm, &last)) {
     printf("    tf32: %s (%llu cuDNN / %llu im2col chunks)\n", last, (unsigned long long)dnn, (unsigned long long)gemm);
     report(c->name, "cuDNN TF32 vs CPU", rel_l2(ytf, ycpu, ny), 3e-3);
+    const int graph = dnn && strncmp(last, "cudnn graph", 11) == 0;
+    if (graph) g_graph_cases++;
+    if (c->must && c->path == 0) {
+      g_must_tf32++;
+      if (graph && !gemm) g_must_graph++;
+    }
+  }
+  /* cuDNN's legacy API, TF32 allowed (H3_CUDNN=legacy) */
+  if (c->path == 0 && gpu_run(c, 3, 1, x, w, b, res, ytf, nx, ny, To, Ho, Wo, &dnn, &gemm, &last)) {
+    printf("    tf32 legacy: %s (%llu cuDNN / %llu im2col chunks)\n", last, (unsigned long long)dnn,
+           (unsigned long long)gemm);
+    check(strncmp(last, "cudnn graph", 11) != 0, "%s: H3_CUDNN=legacy ran the graph API (%s)", c->name, last);
+    report(c->name, "cuDNN legacy TF32 vs CPU", rel_l2(ytf, ycpu, ny), 3e-3);
   }
   free(x), free(res), free(ycpu), free(ygemm), free(ydnn), free(ytf);
 }
@@ -244,6 +261,16 @@ int main(void) {
   if (g_must_dnn != g_must) {
     g_fail++;
     printf("  FAIL: cuDNN is loaded but did not run every required case (causal 3x3x3, 1x1x1, single frame)\n");
+  }
+  const int graph_ready = h3_cudnn_graph_ready(g_gpu);
+  printf("cuDNN's graph API %s; it ran %d of %d cases in TF32 (the required ones: %d of %d)\n",
+         graph_ready ? "loaded" : "not available", g_graph_cases, n, g_must_graph, g_must_tf32);
+  if (graph_ready) {
+    g_checks++;
+    if (g_must_graph != g_must_tf32) {
+      g_fail++;
+      printf("  FAIL: the graph API is loaded but did not run every required case in TF32\n");
+    }
   }
   h3_backend_destroy(g_gpu);
   h3_backend_destroy(g_cpu);

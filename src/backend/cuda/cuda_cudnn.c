@@ -13,16 +13,22 @@
  * the first convolution (a failure there turns cuDNN off for that backend
  * with one warning), and a cache of problem shapes: descriptors, the chosen
  * algorithm, its math type and workspace, or "refused" (no algorithm, a
- * descriptor error, a failed call), so a refused shape costs one lookup. */
+ * descriptor error, a failed call), so a refused shape costs one lookup.
+ * TF32 problems under H3_CUDNN=auto first try the graph API's plans
+ * (cuda_cudnn_graph.c), cached on the same entry by beta (0, or 1 for a
+ * residual accumulated in place); a plan that cannot be made or run leaves
+ * that shape to the legacy API. */
 #define _GNU_SOURCE /* dladdr */
 #include "backend/cuda/cuda_cudnn.h"
 
 #include <dlfcn.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cuda_cudnn_graph.h"
 #include "backend/cuda/cuda_internal.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -208,6 +214,16 @@ static void version_str(size_t v, char *buf, size_t cap) {
   snprintf(buf, cap, "%zu.%zu.%zu", v / 10000, (v % 10000) / 100, v % 100);
 }
 
+/* The graph API's entry points, resolved once from the loaded library. */
+static pthread_once_t g_graph_once = PTHREAD_ONCE_INIT;
+static bool g_graph_ok;
+
+static void graph_load_once(void) {
+  char why[256];
+  g_graph_ok = h3_dnn_graph_load(g_dnn.lib, why, sizeof why);
+  if (!g_graph_ok) H3_LOGD("conv3d: %s; TF32 convolutions use cuDNN's legacy API", why);
+}
+
 size_t h3_cuda_cudnn_version(void) { return dnn_loaded() ? g_dnn.version : 0; }
 
 void h3_cuda_cudnn_describe(char *buf, size_t cap) {
@@ -222,8 +238,10 @@ void h3_cuda_cudnn_describe(char *buf, size_t cap) {
   }
   char v[32];
   version_str(g_dnn.version, v, sizeof v);
-  snprintf(buf, cap, "cuDNN %s (built for CUDA %zu.%zu) from %s: conv3d runs on it (algorithms by %s)", v,
+  const bool graph = mode == 0 && (pthread_once(&g_graph_once, graph_load_once), g_graph_ok);
+  snprintf(buf, cap, "cuDNN %s (built for CUDA %zu.%zu) from %s: conv3d runs on it (%s; algorithms by %s)", v,
            g_dnn.cudart / 1000, (g_dnn.cudart % 1000) / 10, g_dnn.path,
+           graph ? "TF32 through the graph API, exact f32 through the legacy API" : "the legacy API",
            mode == 2 ? "timing each once, H3_CUDNN=find" : "cuDNN's heuristics");
 }
 
@@ -231,12 +249,16 @@ void h3_cuda_cudnn_describe(char *buf, size_t cap) {
 
 typedef struct dnn_entry {
   h3_cudnn_conv key;
-  bool refused;
+  bool refused; /* the legacy API declined the shape */
   int algo, math;
   size_t ws;
   dnn_tdesc xd, yd;
   dnn_fdesc wd;
   dnn_cdesc cd;
+  /* the graph API's plans (TF32 under H3_CUDNN=auto), by beta 0 / 1, made on first use */
+  h3_dnn_graph *graph[2];
+  bool graph_no[2];
+  char engine[2][128];
 } dnn_entry;
 
 typedef struct dnn_state {
@@ -274,7 +296,11 @@ static void entry_free(dnn_entry *e) {
 void h3_cudnn_release(h3_cuda_impl *c) {
   dnn_state *d = c ? (dnn_state *)c->dnn : NULL;
   if (!d) return;
-  for (size_t i = 0; i < d->n; i++) entry_free(&d->e[i]);
+  for (size_t i = 0; i < d->n; i++) {
+    entry_free(&d->e[i]);
+    h3_dnn_graph_free(d->e[i].graph[0]);
+    h3_dnn_graph_free(d->e[i].graph[1]);
+  }
   free(d->e);
   if (d->h) g_dnn.destroy(d->h);
   free(d);
@@ -285,6 +311,15 @@ bool h3_cudnn_wanted(h3_backend *be) {
   const h3_cuda_impl *c = h3_cuda_impl_of(be);
   return c->dnn_mode != 1 && !c->dnn_failed;
 }
+
+/* Whether the graph API serves this backend's TF32 convolutions: H3_CUDNN=auto, cuDNN loaded, entry points found. */
+static bool graph_on(const h3_cuda_impl *c) {
+  if (c->dnn_mode != 0 || !dnn_loaded()) return false;
+  pthread_once(&g_graph_once, graph_load_once);
+  return g_graph_ok;
+}
+
+bool h3_cudnn_graph_ready(h3_backend *be) { return h3_cudnn_wanted(be) && graph_on(h3_cuda_impl_of(be)); }
 
 /* The handle of the backend, made on first use; NULL (and cuDNN off for the backend) when it cannot be. */
 static dnn_state *state_of(h3_cuda_impl *c) {
@@ -440,6 +475,49 @@ static dnn_entry *entry_get(h3_cuda_impl *c, dnn_state *d, const h3_cudnn_conv *
   return e;
 }
 
+/* The TF32 problem through the graph API when it takes it: *ran true once enqueued.  A plan that fails to
+ * build or run is not tried again for that shape and beta (the legacy API then serves it). */
+static h3_status graph_fwd(h3_backend *be, dnn_state *d, dnn_entry *e, const float *x, const float *w, float beta,
+                           float *y, int ws_slot, bool *ran) {
+  h3_cuda_impl *c = h3_cuda_impl_of(be);
+  const int bi = beta != 0.0f;
+  if (e->graph_no[bi] || (beta != 0.0f && beta != 1.0f)) return H3_OK;
+  /* the plans are made for 16-byte aligned tensors (the backend's buffers; a chunk's offset may not be) */
+  if (((uintptr_t)x | (uintptr_t)w | (uintptr_t)y) & 15u) return H3_OK;
+  char why[512], shp[200];
+  if (!e->graph[bi]) {
+    shape_str(&e->key, shp, sizeof shp);
+    const double t0 = h3_now_s();
+    e->graph[bi] = h3_dnn_graph_build(d->h, &e->key, beta, 16, H3_CUDNN_WS_MAX, e->engine[bi], sizeof e->engine[bi],
+                                      why, sizeof why);
+    (void)cudaGetLastError();
+    if (!e->graph[bi]) {
+      e->graph_no[bi] = true;
+      H3_LOGD("conv3d: cuDNN graph API declined %s beta %g (%s); the legacy API serves it", shp, (double)beta, why);
+      return H3_OK;
+    }
+    H3_LOGD("conv3d: cuDNN graph %s beta %g: %s, workspace %.1f MB (planned in %.1f ms)", shp, (double)beta,
+            e->engine[bi], (double)h3_dnn_graph_ws(e->graph[bi]) / 1048576.0, 1e3 * (h3_now_s() - t0));
+  }
+  void *ws = NULL;
+  const size_t wsb = h3_dnn_graph_ws(e->graph[bi]);
+  if (wsb) H3_TRY(h3_cuda_scratch(be, ws_slot, wsb, &ws));
+  if (!h3_dnn_graph_run(d->h, e->graph[bi], x, w, y, ws, why, sizeof why)) {
+    shape_str(&e->key, shp, sizeof shp);
+    H3_LOGW("conv3d: cuDNN graph %s failed for %s: %s; the legacy API serves this shape from now on", e->engine[bi],
+            shp, why);
+    h3_dnn_graph_free(e->graph[bi]);
+    e->graph[bi] = NULL;
+    e->graph_no[bi] = true;
+    (void)cudaGetLastError();
+    return H3_OK;
+  }
+  snprintf(c->conv_last, sizeof c->conv_last, "cudnn graph %s", e->engine[bi]);
+  c->n_conv_dnn++;
+  *ran = true;
+  return H3_OK;
+}
+
 h3_status h3_cudnn_conv_fwd(h3_backend *be, const h3_cudnn_conv *p, const float *x, const float *w, float beta,
                             float *y, int ws_slot, bool *ran) {
   *ran = false;
@@ -448,7 +526,12 @@ h3_status h3_cudnn_conv_fwd(h3_backend *be, const h3_cudnn_conv *p, const float 
   dnn_state *d = state_of(c);
   if (!d) return H3_OK;
   dnn_entry *e = entry_get(c, d, p);
-  if (!e || e->refused) return H3_OK;
+  if (!e) return H3_OK;
+  if (p->tf32 && graph_on(c)) {
+    H3_TRY(graph_fwd(be, d, e, x, w, beta, y, ws_slot, ran));
+    if (*ran) return H3_OK;
+  }
+  if (e->refused) return H3_OK;
   void *ws = NULL;
   if (e->ws) H3_TRY(h3_cuda_scratch(be, ws_slot, e->ws, &ws));
   const float alpha = 1.0f;

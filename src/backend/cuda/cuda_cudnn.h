@@ -2,9 +2,14 @@
  * time: libcudnn.so.9 (or $H3_CUDNN_LIBRARY) is loaded with dlopen on the
  * first convolution that asks for it, and only the few entry points of
  * cuDNN's legacy convolution API are resolved (declared in cuda_cudnn.c; no
- * cuDNN header is needed to build).  When the library is absent, fails to
+ * cuDNN header is needed to build it; the graph API's path below is built
+ * only where cudnn_graph.h is found).  When the library is absent, fails to
  * start, is switched off (H3_CUDNN=off) or refuses a shape, the caller runs
  * its own path (conv3d: im2col + cuBLAS) and says so in the debug log.
+ * TF32 problems under H3_CUDNN=auto go first through cuDNN's graph API
+ * (cuda_cudnn_graph.h: what PyTorch's convolutions use, several times faster
+ * on multi-frame 3-D shapes than the legacy API's kernels), then the legacy
+ * API where the graph API declines.
  *
  * One cuDNN handle per backend (on its stream), made on first use; the
  * descriptors and the algorithm of every problem shape are cached with it.
@@ -56,6 +61,11 @@ h3_status h3_cudnn_conv_fwd(h3_backend *be, const h3_cudnn_conv *p, const float 
 /* Whether this backend will try cuDNN for a convolution (not switched off,
  * not failed to load or start). */
 bool h3_cudnn_wanted(h3_backend *be);
+
+/* Whether this backend's TF32 convolutions go through cuDNN's graph API
+ * (H3_CUDNN=auto, cuDNN loaded with the graph entry points, a build that had
+ * cudnn_graph.h); loads cuDNN if it was not yet. */
+bool h3_cudnn_graph_ready(h3_backend *be);
 
 /* Free the backend's handle and cached descriptors (cuda_backend.c, at destroy). */
 struct h3_cuda_impl;

@@ -123,7 +123,7 @@ typedef struct h3_cuda_impl {
   bool prefetch_off;  /* H3_PREFETCH=0, or the uploader could not start */
   size_t mem_limit;   /* H3_CUDA_MEM_LIMIT_GB: act as a device of this many bytes (0: the real size) */
   /* convolutions (conv3d): cuDNN when it loads (cuda_cudnn.h), else im2col + cuBLAS */
-  int dnn_mode;       /* H3_CUDNN: 0 auto, 1 off, 2 find (time the algorithms once per shape) */
+  int dnn_mode;       /* H3_CUDNN: 0 auto, 1 off, 2 find (legacy API, algorithms timed once per shape), 3 legacy API only */
   void *dnn;          /* cuDNN handle + shape cache (cuda_cudnn.c), made on the first convolution */
   bool dnn_failed;    /* cuDNN could not be loaded or started for this backend: im2col + cuBLAS only */
   uint64_t n_conv_dnn, n_conv_gemm; /* conv3d batch chunks run through cuDNN / im2col + cuBLAS (diagnostics, tests) */

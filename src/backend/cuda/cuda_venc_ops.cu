@@ -65,7 +65,7 @@ extern "C" void h3_cuda_conv3d_set_chunk_bytes(size_t bytes) {
 
 extern "C" void h3_cuda_conv3d_set_path(h3_backend *be, int mode) {
   h3_cuda_impl *c = h3_cuda_impl_of(be);
-  c->dnn_mode = mode >= 0 && mode <= 2 ? mode : 0;
+  c->dnn_mode = mode >= 0 && mode <= 3 ? mode : 0;
 }
 
 extern "C" void h3_cuda_conv3d_counts(h3_backend *be, uint64_t *dnn, uint64_t *gemm, const char **last,
