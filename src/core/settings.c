@@ -60,8 +60,8 @@ static const row k_rows[] = {
     {"H3_CUDA_LINEAR_CHUNK_ROWS", K_INT, F(cuda_linear_chunk_rows), "0", 0, INT64_MAX / 2, NULL,
      "CUDA: split GEMMs into row chunks of this size (0: no split; experiments)"},
     {"H3_CUDNN", K_CHOICE, F(cuda_cudnn), "auto", 0, 0, "auto|off|find|legacy",
-     "CUDA conv3d (video VAE encoder): cuDNN when libcudnn.so.9 loads (exact f32 through its legacy API; TF32, where "
-     "the precision allows it, through its graph API as PyTorch does) with its heuristics' choices (auto); off: our "
+     "CUDA conv3d (video VAE encoder): cuDNN when libcudnn.so.9 loads (exact f32 through its legacy API; TF32 on clips, "
+     "where the precision allows it, through its graph API as PyTorch does) with its heuristics' choices (auto); off: our "
      "im2col + cuBLAS; find: the legacy API only, timing its algorithms once per shape; legacy: the legacy API only"},
     {"H3_CUDNN_LIBRARY", K_PATH, F(cudnn_library), "", 0, 0, NULL,
      "path of libcudnn.so.9 when it is not on the loader's path (e.g. python's nvidia/cudnn/lib)"},

@@ -6,7 +6,9 @@
  * only where cudnn_graph.h is found).  When the library is absent, fails to
  * start, is switched off (H3_CUDNN=off) or refuses a shape, the caller runs
  * its own path (conv3d: im2col + cuBLAS) and says so in the debug log.
- * TF32 problems under H3_CUDNN=auto go first through cuDNN's graph API
+ * TF32 3-D problems (a clip of frames; a single frame's 2-D convolution
+ * stays on the legacy API, as fast or faster there) under H3_CUDNN=auto go
+ * first through cuDNN's graph API
  * (cuda_cudnn_graph.h: what PyTorch's convolutions use, several times faster
  * on multi-frame 3-D shapes than the legacy API's kernels), then the legacy
  * API where the graph API declines.
@@ -62,7 +64,7 @@ h3_status h3_cudnn_conv_fwd(h3_backend *be, const h3_cudnn_conv *p, const float 
  * not failed to load or start). */
 bool h3_cudnn_wanted(h3_backend *be);
 
-/* Whether this backend's TF32 convolutions go through cuDNN's graph API
+/* Whether this backend's TF32 3-D convolutions go through cuDNN's graph API
  * (H3_CUDNN=auto, cuDNN loaded with the graph entry points, a build that had
  * cudnn_graph.h); loads cuDNN if it was not yet. */
 bool h3_cudnn_graph_ready(h3_backend *be);
