@@ -61,6 +61,21 @@ int64_t h3_vt_grid_tokens(const int64_t grid[3], int64_t merge) {
   return grid[0] * grid[1] * grid[2] / (merge * merge);
 }
 
+void h3_vt_pixel_lut(const h3_vt_proc_config *p, float lut[3][256]) {
+  for (int c = 0; c < 3; c++) {
+    const float mean = (float)p->mean[c], stdv = (float)p->std[c];
+    const float inv = (float)(1.0 / p->rescale_factor), scale = (float)p->rescale_factor;
+    const float m2 = mean * inv, s2 = stdv * inv;
+    for (int u = 0; u < 256; u++) {
+      const float x = (float)u;
+      if (p->do_rescale && p->do_normalize) lut[c][u] = (x - m2) / s2;
+      else if (p->do_normalize) lut[c][u] = (x - mean) / stdv;
+      else if (p->do_rescale) lut[c][u] = x * scale;
+      else lut[c][u] = x;
+    }
+  }
+}
+
 h3_status h3_vt_process_image(const h3_vt_proc_config *p, const uint8_t *rgb, int w, int h, float **values_out,
                               int64_t *rows_out, int64_t grid[3], uint8_t **resized_out, int *rw_out, int *rh_out) {
   *values_out = NULL;
@@ -99,18 +114,7 @@ h3_status h3_vt_process_image(const h3_vt_proc_config *p, const uint8_t *rgb, in
   }
   /* the value of each byte per channel (step 3), as the reference computes it in f32 */
   float lut[3][256];
-  for (int c = 0; c < 3; c++) {
-    const float mean = (float)p->mean[c], stdv = (float)p->std[c];
-    const float inv = (float)(1.0 / p->rescale_factor), scale = (float)p->rescale_factor;
-    const float m2 = mean * inv, s2 = stdv * inv;
-    for (int u = 0; u < 256; u++) {
-      const float x = (float)u;
-      if (p->do_rescale && p->do_normalize) lut[c][u] = (x - m2) / s2;
-      else if (p->do_normalize) lut[c][u] = (x - mean) / stdv;
-      else if (p->do_rescale) lut[c][u] = x * scale;
-      else lut[c][u] = x;
-    }
-  }
+  h3_vt_pixel_lut(p, lut);
   const int64_t bw = gw / m;
   for (int64_t R = 0; R < gh / m; R++)
     for (int64_t Q = 0; Q < bw; Q++)

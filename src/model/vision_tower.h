@@ -98,6 +98,12 @@ h3_status h3_vt_proc_config_load(const char *path, h3_vt_proc_config *out);
  * merge): the reference would fail inside the model otherwise. */
 h3_status h3_vt_proc_check(const h3_vt_proc_config *p, const h3_vt_config *c);
 
+/* The f32 value of each byte per channel, as the reference's processor
+ * computes it (rescale + normalize fused: (u - mean / rescale) / (std /
+ * rescale); normalize alone; rescale alone; neither): the images' and the
+ * videos' processors share it. */
+void h3_vt_pixel_lut(const h3_vt_proc_config *p, float lut[3][256]);
+
 /* ---- processor (vision_processor.c) ---- */
 
 /* transformers smart_resize (Qwen2-VL image processor), in Python's

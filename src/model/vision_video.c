@@ -163,18 +163,7 @@ h3_status h3_vt_process_video(const h3_vt_proc_config *p, const uint8_t *const *
     return h3_fail(H3_ERR_INVALID, "video processor: %lld patches of %lld values (too many)", (long long)rows,
                    (long long)cols);
   float lut[3][256];
-  for (int c = 0; c < 3; c++) {
-    const float mean = (float)p->mean[c], stdv = (float)p->std[c];
-    const float inv = (float)(1.0 / p->rescale_factor), scale = (float)p->rescale_factor;
-    const float m2 = mean * inv, s2 = stdv * inv;
-    for (int u = 0; u < 256; u++) {
-      const float x = (float)u;
-      if (p->do_rescale && p->do_normalize) lut[c][u] = (x - m2) / s2;
-      else if (p->do_normalize) lut[c][u] = (x - mean) / stdv;
-      else if (p->do_rescale) lut[c][u] = x * scale;
-      else lut[c][u] = x;
-    }
-  }
+  h3_vt_pixel_lut(p, lut);
   const size_t fb = (size_t)rh * (size_t)rw * 3;
   uint8_t *res = NULL;
   const uint8_t **img = calloc((size_t)n, sizeof *img);
