@@ -27,7 +27,6 @@
  * written so that NaN fails (!(d <= tol)). */
 #include <jansson.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -369,22 +368,6 @@ static run_out run_job(h3_engine *e, const char *root, const char *gold, const c
   return o;
 }
 
-/* rel-L2 of the stored frame values (sub_idx[K] frames of sub_px, i16 codes of round(v * 32767)) against ours. */
-static double frames_rel_l2(const float *frames, int64_t F, int64_t per, const int64_t *sub_idx, const int64_t *sub_px,
-                            int64_t K) {
-  double num = 0, den = 0;
-  for (int64_t k = 0; k < K; k++) {
-    const int64_t f = sub_idx[k];
-    if (f < 0 || f >= F) return INFINITY;
-    for (int64_t i = 0; i < per; i++) {
-      const double want = (double)sub_px[k * per + i] / 32767.0, d = (double)frames[f * per + i] - want;
-      num += d * d;
-      den += want * want;
-    }
-  }
-  return den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0.0);
-}
-
 static void compare(const char *name, h3_st_set *fs, const run_out *o) {
   int64_t *req = NULL, *sub_idx = NULL, *sub_px = NULL;
   float *means = NULL, *audio = NULL, *lat = NULL;
@@ -408,7 +391,7 @@ static void compare(const char *name, h3_st_set *fs, const run_out *o) {
     printf("case %s: frames (%lld values): max |d| %.3e, mean |d| %.3e, within 1/255: %.5f%%\n", name,
            (long long)fc.n, fc.maxd, fc.n ? fc.sumd / (double)fc.n : 0.0, 100.0 * h3t_frames_within(&fc));
     if (g_tol.bf16) {
-      const double fr = frames_rel_l2(r->frames, F, H * W * 3, sub_idx, sub_px, t_px.shape[0]);
+      const double fr = h3t_frames_rel_l2(&fc);
       printf("case %s: frame values rel-L2 %.3e\n", name, fr);
       CHECK_MSG(fr <= g_tol.frames_rel, "case %s: frame values rel-L2 %.3e (bf16 bound %.0e)", name, fr,
                 g_tol.frames_rel);

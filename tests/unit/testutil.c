@@ -90,14 +90,22 @@ h3t_frames_cmp h3t_frames_vs_i16(const float *frames, int64_t F, int64_t per, co
       continue;
     }
     for (int64_t i = 0; i < per; i++) {
-      double d = fabs((double)frames[fi * per + i] - (double)sub_px[k * per + i] / 32767.0);
+      const double want = (double)sub_px[k * per + i] / 32767.0, d = fabs((double)frames[fi * per + i] - want);
       c.maxd = h3t_max_nan(c.maxd, d);
       c.sumd += d;
+      c.sumsq += d * d;
+      c.refsq += want * want;
       c.over += !(d <= tol);
       c.n++;
     }
   }
   return c;
+}
+
+double h3t_frames_rel_l2(const h3t_frames_cmp *c) {
+  if (c->n == 0 || c->bad_idx > 0) return INFINITY;
+  if (c->refsq == 0) return c->sumsq == 0 ? 0.0 : INFINITY;
+  return sqrt(c->sumsq / c->refsq);
 }
 
 double h3t_frames_within(const h3t_frames_cmp *c) { return c->n ? 1.0 - (double)c->over / (double)c->n : 0.0; }

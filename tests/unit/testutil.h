@@ -69,14 +69,18 @@ void h3t_dit_bf16_check(const char *what, double bv, double ba, double fv, doubl
 /* Decoded frames [F, per] (per = H * W * 3) against a fixture's stored subset:
  * K frames, frame sub_idx[k] stored as sub_px[k * per ..] = round(x * 32767).
  * n: the values compared; over: those with !(|d| <= tol); maxd (NaN kept) and
- * sumd of |d|; bad_idx: stored indexes outside [0, F), skipped; nonfinite: NaN
+ * sumd of |d|, sumsq of d^2 and refsq of the stored values squared (for a
+ * rel-L2); bad_idx: stored indexes outside [0, F), skipped; nonfinite: NaN
  * or infinite values among all F * per decoded ones. */
 typedef struct h3t_frames_cmp {
   int64_t n, over, bad_idx, nonfinite;
-  double maxd, sumd;
+  double maxd, sumd, sumsq, refsq;
 } h3t_frames_cmp;
 h3t_frames_cmp h3t_frames_vs_i16(const float *frames, int64_t F, int64_t per, const int64_t *sub_idx,
                                  const int64_t *sub_px, int64_t K, double tol);
+/* rel-L2 of the compared values: sqrt(sumsq / refsq) (NaN kept; INFINITY
+ * when nothing was compared or a stored index was out of range). */
+double h3t_frames_rel_l2(const h3t_frames_cmp *c);
 /* The share of compared values within the bound: 1 - over / n (0 when none). */
 double h3t_frames_within(const h3t_frames_cmp *c);
 /* One check: values were compared and at least min_frac of them are within 1/255

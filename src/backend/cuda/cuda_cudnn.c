@@ -22,8 +22,8 @@
 #include "backend/cuda/cuda_cudnn.h"
 
 #include <dlfcn.h>
-#include <stdint.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,6 +224,13 @@ static void graph_load_once(void) {
   if (!g_graph_ok) H3_LOGD("conv3d: %s; TF32 convolutions use cuDNN's legacy API", why);
 }
 
+/* Whether the loaded cuDNN has the graph API (false when none is loaded). */
+static bool graph_loaded(void) {
+  if (!dnn_loaded()) return false;
+  pthread_once(&g_graph_once, graph_load_once);
+  return g_graph_ok;
+}
+
 size_t h3_cuda_cudnn_version(void) { return dnn_loaded() ? g_dnn.version : 0; }
 
 void h3_cuda_cudnn_describe(char *buf, size_t cap) {
@@ -238,7 +245,7 @@ void h3_cuda_cudnn_describe(char *buf, size_t cap) {
   }
   char v[32];
   version_str(g_dnn.version, v, sizeof v);
-  const bool graph = mode == 0 && (pthread_once(&g_graph_once, graph_load_once), g_graph_ok);
+  const bool graph = mode == 0 && graph_loaded();
   snprintf(buf, cap, "cuDNN %s (built for CUDA %zu.%zu) from %s: conv3d runs on it (%s; algorithms by %s)", v,
            g_dnn.cudart / 1000, (g_dnn.cudart % 1000) / 10, g_dnn.path,
            graph ? "TF32 clips through the graph API, single frames and exact f32 through the legacy API" : "the legacy API",
@@ -313,11 +320,7 @@ bool h3_cudnn_wanted(h3_backend *be) {
 }
 
 /* Whether the graph API serves this backend's TF32 convolutions: H3_CUDNN=auto, cuDNN loaded, entry points found. */
-static bool graph_on(const h3_cuda_impl *c) {
-  if (c->dnn_mode != 0 || !dnn_loaded()) return false;
-  pthread_once(&g_graph_once, graph_load_once);
-  return g_graph_ok;
-}
+static bool graph_on(const h3_cuda_impl *c) { return c->dnn_mode == 0 && graph_loaded(); }
 
 bool h3_cudnn_graph_ready(h3_backend *be) { return h3_cudnn_wanted(be) && graph_on(h3_cuda_impl_of(be)); }
 
