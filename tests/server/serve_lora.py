@@ -76,7 +76,8 @@ try:
     st, _, a = srv.post("/v1/videos", {"prompt": "a fox", "seed": 4, "num_inference_steps": 2})
     done = srv.wait_job(a["id"]) if st == 200 else None
     t.ok(done and done["status"] == "completed", "the next job (no LoRA) completes", done)
-    t.ok(srv.stop() == 0, "SIGTERM: exit 0")
+    rc = srv.stop()
+    t.ok(rc == 0, "SIGTERM: exit 0", (rc, srv.logtext()[-2000:]))
 
     bare = Server(env={"H3_TOY_DIR": toy})
     st, _, b = bare.get("/api/loras")
@@ -86,7 +87,8 @@ try:
          "no --lora-dir: a LoRA -> 400 lora", (st, b))
     st, _, b = bare.post("/v1/videos", {"prompt": "a fox", "lora_dir": ldir})
     t.ok(st == 400 and b["error"].get("param") == "lora_dir", "lora_dir from a client -> 400", (st, b))
-    t.ok(bare.stop() == 0, "SIGTERM: exit 0")
+    rc = bare.stop()
+    t.ok(rc == 0, "SIGTERM: exit 0", (rc, bare.logtext()[-2000:]))
 finally:
     srv.cleanup()
     if bare:
